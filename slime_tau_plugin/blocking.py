@@ -1,0 +1,40 @@
+"""The one door through which synchronous τ code runs: a bounded thread pool with a timeout.
+
+slime runs every rollout coroutine on one event-loop thread; a τ reset or reward that ran on it would
+stall every other episode. Everything blocking goes through :func:`run_blocking`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_lock = threading.Lock()
+
+
+def get_pool(workers: int) -> ThreadPoolExecutor:
+    """A process-wide pool per size (created once, reused across episodes and event loops)."""
+    with _lock:
+        pool = _pools.get(workers)
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tau-env")
+            _pools[workers] = pool
+        return pool
+
+
+async def run_blocking(fn: Callable[..., T], *args, timeout: float, workers: int = 8, **kwargs) -> T:
+    """Run ``fn(*args, **kwargs)`` in the pool; raise ``TimeoutError`` after ``timeout`` seconds.
+
+    A timed-out call keeps its thread until it returns (Python cannot kill threads); the caller is
+    released at once.
+    """
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(get_pool(workers), functools.partial(fn, *args, **kwargs))
+    return await asyncio.wait_for(future, timeout)

@@ -1,0 +1,141 @@
+"""``TauConfig``: every knob of the plugin in one frozen dataclass.
+
+Sources, in order of precedence: explicit keyword arguments (CLI), then slime ``args`` attributes
+named ``tau_<field>`` (set by slime's ``--custom-config-path`` YAML), then slime's own args
+(``rollout_max_context_len``, ``hf_checkpoint``, ``sglang_router_ip``...), then defaults. Only this
+module reads ``os.environ`` (for API keys named by ``*_api_key_env``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+BENCHMARK_DOMAINS: dict[str, tuple[str, ...]] = {
+    "tau1": ("airline", "retail"),
+    "tau2": ("airline", "retail", "telecom"),
+}
+USER_SIMULATORS = ("scripted",)
+
+
+@dataclass(frozen=True, slots=True)
+class TauConfig:
+    """Plugin configuration. YAML key = ``tau_`` + field name (e.g. ``tau_domain: airline``)."""
+
+    benchmark: str = "tau2"
+    """``tau2`` (τ²/τ³, module ``tau2``) or ``tau1`` (τ-bench v1, module ``tau_bench``)."""
+    domain: str = "retail"
+    """Default domain when a sample's metadata does not name one."""
+    split: str = "train"
+    """Default task split when a sample's metadata does not name one."""
+    tool_call_parser: str = "qwen25"
+    """SGLang ``FunctionCallParser`` name for the policy's tool-call format."""
+    reasoning_parser: str | None = None
+    """SGLang ``ReasoningParser`` name (e.g. ``qwen3``) for models that think; None = no split."""
+    enable_thinking: bool | None = None
+    """Passed to the chat template as ``enable_thinking`` when set (Qwen3)."""
+    user: str = "scripted"
+    """User simulator: ``scripted`` (no LLM)."""
+    scripted_user_replies: int = 0
+    """How many times the scripted user answers an agent message before it stops the episode."""
+    max_turns: int = 30
+    """Model turns per episode before TRUNCATED."""
+    max_context_len: int = 32768
+    """Prompt + response ids never exceed this (slime's ``rollout_max_context_len`` wins when set)."""
+    max_response_len: int | None = None
+    """Total response ids (model + tool/user text) budget; default slime's ``rollout_max_response_len``."""
+    max_tokens_per_turn: int | None = None
+    """Cap on one generation; default slime's ``sampling_params['max_new_tokens']``."""
+    policy_url: str | None = None
+    """SGLang server/router base URL; default ``http://{sglang_router_ip}:{sglang_router_port}``."""
+    policy_timeout_s: float = 600.0
+    """Per-request timeout for ``/generate``."""
+    policy_retries: int = 4
+    """Tries per ``/generate`` for connection errors, timeouts and 5xx."""
+    tokenizer_path: str | None = None
+    """Local tokenizer directory; default slime's ``hf_checkpoint``."""
+    env_workers: int = 8
+    """Threads that run τ code off the event loop."""
+    env_timeout_s: float = 120.0
+    """Timeout for one τ call (reset, step, user turn, reward)."""
+    record_messages: bool = False
+    """Store the chat messages and tool schemas in ``sample.metadata`` (the CLI turns this on)."""
+    routing_key_header: bool = False
+    """Send ``X-SMG-Routing-Key: session_id`` (on when slime's ``router_policy`` is consistent_hashing)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific settings, passed through untouched."""
+
+    def __post_init__(self) -> None:
+        if self.benchmark not in BENCHMARK_DOMAINS:
+            raise ConfigError(_expected("tau_benchmark", self.benchmark, BENCHMARK_DOMAINS))
+        check_domain(self.benchmark, self.domain)
+        if self.user not in USER_SIMULATORS:
+            raise ConfigError(_expected("tau_user", self.user, USER_SIMULATORS))
+        for name in ("max_turns", "max_context_len", "policy_retries", "env_workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected an integer >= 1")
+        for name in ("max_response_len", "max_tokens_per_turn"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"tau_{name}={value!r} is invalid; expected an integer >= 1 or null")
+        if self.scripted_user_replies < 0:
+            raise ConfigError(f"tau_scripted_user_replies={self.scripted_user_replies!r}; expected >= 0")
+        for name in ("policy_timeout_s", "env_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected seconds > 0")
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_args(cls, args: Any, **overrides: Any) -> TauConfig:
+        """Build from slime's ``args`` (a minimal object is fine: every attribute is optional)."""
+        values: dict[str, Any] = {}
+        for name in cls.field_names():
+            if hasattr(args, f"tau_{name}"):
+                values[name] = getattr(args, f"tau_{name}")
+        if getattr(args, "rollout_max_context_len", None):
+            values["max_context_len"] = int(args.rollout_max_context_len)
+        if values.get("max_response_len") is None and getattr(args, "rollout_max_response_len", None):
+            values["max_response_len"] = int(args.rollout_max_response_len)
+        if values.get("tokenizer_path") is None and getattr(args, "hf_checkpoint", None):
+            values["tokenizer_path"] = args.hf_checkpoint
+        if values.get("policy_url") is None and getattr(args, "sglang_router_ip", None):
+            values["policy_url"] = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
+        if getattr(args, "router_policy", None) == "consistent_hashing":
+            values["routing_key_header"] = True
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        unknown = set(values) - set(cls.field_names())
+        if unknown:
+            raise ConfigError(f"unknown TauConfig field(s) {sorted(unknown)}; expected some of {cls.field_names()}")
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> TauConfig:
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        shown = {k: getattr(self, k) for k in self.field_names() if "key" not in k.lower()}
+        return "TauConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+def check_domain(benchmark: str, domain: str) -> None:
+    """Raise ConfigError unless ``domain`` belongs to ``benchmark``."""
+    domains = BENCHMARK_DOMAINS.get(benchmark)
+    if domains is None:
+        raise ConfigError(_expected("benchmark", benchmark, BENCHMARK_DOMAINS))
+    if domain not in domains:
+        raise ConfigError(_expected(f"domain (benchmark {benchmark})", domain, domains))
+
+
+def env_secret(var_name: str | None) -> str | None:
+    """Read an API key from the environment variable the config names (never from config itself)."""
+    return os.environ.get(var_name) if var_name else None
+
+
+def _expected(name: str, value: Any, valid: Any) -> str:
+    return f"{name}={value!r} is unknown; expected one of {', '.join(sorted(valid))}"

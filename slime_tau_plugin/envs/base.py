@@ -1,0 +1,129 @@
+"""The agent's uniform view of a τ environment, whatever τ version is underneath.
+
+A backend turns a :class:`TaskRef` into an :class:`EnvSession` (one episode, its own fresh database).
+Everything here is synchronous: the episode engine calls it through ``run_blocking``. Backends import
+their τ package lazily, so this package imports without any τ installed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    """Which task an episode plays: uniform across τ versions."""
+
+    benchmark: str
+    """``tau1`` or ``tau2``."""
+    domain: str
+    split: str
+    task_id: str
+    """τ² task id, or the v1 task index as a string."""
+    task: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    """The task as dumped by ``slime-tau prepare`` (used instead of a lookup when present)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvToolCall:
+    """A tool call the agent (or the simulated user) asks the environment to run."""
+
+    name: str
+    arguments: dict[str, Any]
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What a tool call returned."""
+
+    content: str
+    """The observation text the caller sees."""
+    is_error: bool = False
+    """The tool raised (bad arguments, failed precondition, unknown tool)."""
+    is_done: bool = False
+    """The call ended the episode (e.g. a transfer to a human agent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RewardResult:
+    """τ's own reward for a finished episode, with its breakdown."""
+
+    reward: float
+    breakdown: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GoldAction:
+    """One action of a task's reference solution (drives the oracle policy and scripted users)."""
+
+    name: str
+    arguments: dict[str, Any]
+    requestor: str = "assistant"
+    """``assistant`` or ``user`` (τ² telecom has user-side actions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskScript:
+    """What a task asks and its reference solution (for scripted users and the oracle policy)."""
+
+    user_instructions: str
+    """The simulated user's opening message (the task's instruction)."""
+    gold_actions: tuple[GoldAction, ...] = ()
+    gold_outputs: tuple[str, ...] = ()
+    """Strings the agent must tell the user for a full reward."""
+
+
+class EnvSession(ABC):
+    """One episode's environment. Not thread-safe: one caller at a time."""
+
+    tools: list[dict[str, Any]]
+    """Agent tools as OpenAI function schemas."""
+    policy: str
+    """The domain policy / wiki: the system prompt."""
+    @abstractmethod
+    def step(self, call: EnvToolCall) -> StepResult:
+        """Run an agent tool call against this episode's database."""
+
+    @abstractmethod
+    def record_message(self, role: str, content: str) -> None:
+        """Record a plain assistant or user message (τ rewards inspect what the agent said)."""
+
+    def user_step(self, call: EnvToolCall) -> StepResult:
+        """Run a user-side tool (τ² telecom); backends without user tools refuse."""
+        return StepResult(f"Error: the user has no tool named {call.name!r}", is_error=True)
+
+    @abstractmethod
+    def reward(self, termination: str) -> RewardResult:
+        """τ's reward for the episode so far; call once, at the end."""
+
+    script: TaskScript
+    """The task's instruction and reference solution."""
+
+
+class EnvBackend(ABC):
+    """Opens episodes and lists tasks for one τ version."""
+
+    name: str
+
+    @abstractmethod
+    def open(self, ref: TaskRef) -> EnvSession:
+        """A fresh episode for ``ref`` (its own database, reset to the task's initial state)."""
+
+    @abstractmethod
+    def task_refs(self, domain: str, split: str) -> list[TaskRef]:
+        """All tasks of ``domain``/``split`` in τ's order; ConfigError for unknown names."""
+
+    @abstractmethod
+    def script(self, ref: TaskRef) -> TaskScript:
+        """The task's instruction and reference solution, without building an environment."""
+
+    @abstractmethod
+    def splits(self, domain: str) -> tuple[str, ...]:
+        """The split names ``domain`` has."""
+
+    def package_version(self) -> dict[str, str]:
+        """Which τ distribution and version is installed (recorded in each sample's metadata)."""
+        return {}

@@ -1,0 +1,70 @@
+"""The package's one exception tree.
+
+    TauPluginError
+    ├── ConfigError             bad configuration or input (names the field, the value, what was expected)
+    ├── PolicyError             the policy server (SGLang /generate) failed
+    │   ├── PolicyHTTPError     non-2xx answer; carries ``status`` and ``body``
+    │   │   └── ContextLengthError   HTTP 400 because prompt + max_new_tokens exceed the context
+    │   ├── PolicyConnectionError    transport failure or timeout
+    │   └── PolicyProtocolError      a 2xx answer whose JSON does not have SGLang's shape
+    ├── EnvBackendError         a τ environment call (reset, step, reward) failed or timed out
+    └── UserSimulatorError      the simulated user failed or timed out
+
+Only ``policy.py`` classifies HTTP statuses; only ``generate()`` (and other front doors) catch broad
+``Exception`` and turn it into a FAILED sample.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ContextLengthError",
+    "EnvBackendError",
+    "PolicyConnectionError",
+    "PolicyError",
+    "PolicyHTTPError",
+    "PolicyProtocolError",
+    "TauPluginError",
+    "UserSimulatorError",
+]
+
+
+class TauPluginError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(TauPluginError, ValueError):
+    """Configuration or input that cannot work; the message says which field and what is expected."""
+
+
+class PolicyError(TauPluginError):
+    """The policy server could not produce a generation."""
+
+
+class PolicyHTTPError(PolicyError):
+    """The policy server answered with a non-2xx status."""
+
+    def __init__(self, message: str, *, status: int, body: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class ContextLengthError(PolicyHTTPError):
+    """The server rejected the request because it would not fit the model's context."""
+
+
+class PolicyConnectionError(PolicyError):
+    """The policy server could not be reached, or did not answer in time."""
+
+
+class PolicyProtocolError(PolicyError):
+    """The policy server answered 2xx with a body that is not SGLang's /generate shape."""
+
+
+class EnvBackendError(TauPluginError):
+    """A τ environment call failed (exception or timeout)."""
+
+
+class UserSimulatorError(TauPluginError):
+    """The user simulator failed after its retries."""

@@ -1,0 +1,226 @@
+"""Async client for SGLang's native ``/generate``: token ids in, token ids and log-probs out.
+
+Wire format (request, then response)::
+
+    POST /generate {"input_ids": [...], "sampling_params": {"max_new_tokens": N, ...},
+                    "return_logprob": true, "rid": "..."}
+    200 {"text": "...", "output_ids": [...],
+         "meta_info": {"finish_reason": {"type": "stop"|"length"|"abort", "matched": ...},
+                       "output_token_logprobs": [[logprob, token_id, text|null], ...], ...}}
+    400 {"error": {"message": "..."}}      # e.g. prompt + max_new_tokens exceed the context
+
+This is the only module that talks HTTP to the policy and the only one that reads ``meta_info``.
+Connection failures, timeouts and 5xx are retried with backoff (generation is stateless, so a
+retry is safe); 4xx is never retried. An engine abort is a ``finish_reason``, not an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .errors import (
+    ContextLengthError,
+    PolicyConnectionError,
+    PolicyError,
+    PolicyHTTPError,
+    PolicyProtocolError,
+)
+
+logger = logging.getLogger(__name__)
+
+FINISH_STOP = "stop"
+FINISH_LENGTH = "length"
+FINISH_ABORT = "abort"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How transient failures (connection, timeout, HTTP 5xx) are retried."""
+
+    attempts: int = 4
+    """Total tries, first included."""
+    backoff_s: float = 0.5
+    """First wait; doubles each retry, with jitter."""
+    max_backoff_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}")
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1)))
+        return base * (0.5 + random.random() / 2)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateResult:
+    """One generation as the server produced it."""
+
+    output_ids: tuple[int, ...]
+    """Sampled ids, stop token included (SGLang keeps it in ``output_ids``)."""
+    log_probs: tuple[float, ...]
+    """One log-prob per output id."""
+    finish_reason: str
+    """``stop``, ``length`` or ``abort``."""
+    meta_info: dict[str, Any]
+    """SGLang's ``meta_info`` as returned (weight version, cached tokens, ...)."""
+
+
+async def retry_async(fn, policy: RetryPolicy, retry_on: tuple[type[BaseException], ...], what: str):
+    """Call ``await fn()`` until it succeeds, retrying ``retry_on`` errors per ``policy``."""
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return await fn()
+        except retry_on as exc:
+            if attempt == policy.attempts:
+                raise
+            delay = policy.delay(attempt)
+            logger.warning("%s failed (%s), attempt %d/%d, retrying in %.2fs", what, exc, attempt, policy.attempts, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _TransientHTTPError(PolicyHTTPError):
+    """A 5xx answer: retried, then surfaced as PolicyHTTPError."""
+
+
+class SGLangPolicy:
+    """A connection-reusing client for one SGLang server or router.
+
+    The underlying ``httpx.AsyncClient`` is created lazily inside the running loop (and re-created if
+    the loop changes), because slime runs all rollouts on one long-lived loop thread while tests and
+    the CLI create their own loops.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 2048,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
+        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _http(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._client.is_closed:
+            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self._timeout, limits=self._limits)
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and not self._client.is_closed:
+            await self._client.aclose()
+        self._client = None
+
+    async def generate(
+        self,
+        input_ids: Sequence[int],
+        sampling_params: dict[str, Any],
+        *,
+        rid: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> GenerateResult:
+        """POST ``/generate`` and return the typed result.
+
+        Raises:
+            ContextLengthError: HTTP 400 about the context length (not retried).
+            PolicyHTTPError: any other non-2xx after retries (5xx) or at once (4xx).
+            PolicyConnectionError: transport failures or timeouts after retries.
+            PolicyProtocolError: a 2xx body that is not SGLang's shape.
+        """
+        payload: dict[str, Any] = {
+            "input_ids": list(input_ids),
+            "sampling_params": sampling_params,
+            "return_logprob": True,
+        }
+        if rid is not None:
+            payload["rid"] = rid
+
+        async def once() -> dict[str, Any]:
+            try:
+                resp = await self._http().post("/generate", json=payload, headers=headers)
+            except httpx.TimeoutException as exc:
+                raise PolicyConnectionError(f"POST {self.base_url}/generate timed out (rid={rid}): {exc!r}") from exc
+            except httpx.TransportError as exc:
+                raise PolicyConnectionError(f"POST {self.base_url}/generate failed (rid={rid}): {exc!r}") from exc
+            if resp.status_code >= 500:
+                raise _TransientHTTPError(
+                    f"POST /generate answered {resp.status_code} (rid={rid})", status=resp.status_code, body=resp.text
+                )
+            if resp.status_code >= 400:
+                raise _classify_client_error(resp.status_code, resp.text, rid)
+            try:
+                return resp.json()
+            except json.JSONDecodeError as exc:
+                raise PolicyProtocolError(f"/generate answered non-JSON (rid={rid}): {resp.text[:200]!r}") from exc
+
+        try:
+            body = await retry_async(once, self.retry, (PolicyConnectionError, _TransientHTTPError), f"rid={rid} /generate")
+        except _TransientHTTPError as exc:
+            raise PolicyHTTPError(str(exc), status=exc.status, body=exc.body) from exc
+        return parse_generate_response(body, rid)
+
+    async def abort(self, rid: str) -> None:
+        """Ask the server to stop a request; best effort."""
+        try:
+            await self._http().post("/abort_request", json={"rid": rid})
+        except httpx.HTTPError as exc:
+            logger.warning("abort of rid=%s failed: %r", rid, exc)
+
+
+def _classify_client_error(status: int, body: str, rid: str | None) -> PolicyHTTPError:
+    try:
+        message = json.loads(body)["error"]["message"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        message = body[:500]
+    lowered = str(message).lower()
+    is_context = status == 400 and ("context" in lowered or "longer than" in lowered or "exceed" in lowered)
+    cls = ContextLengthError if is_context else PolicyHTTPError
+    return cls(f"POST /generate answered {status} (rid={rid}): {message}", status=status, body=body)
+
+
+def parse_generate_response(body: Any, rid: str | None = None) -> GenerateResult:
+    """Turn SGLang's JSON into a :class:`GenerateResult` (the only reader of ``meta_info``).
+
+    Raises:
+        PolicyProtocolError: the body lacks ``meta_info``, log-probs, or ids and log-probs disagree.
+    """
+    if isinstance(body, list):  # batch form with one prompt
+        body = body[0] if len(body) == 1 else body
+    if not isinstance(body, dict) or not isinstance(body.get("meta_info"), dict):
+        raise PolicyProtocolError(f"/generate body has no meta_info (rid={rid}): {str(body)[:200]!r}")
+    meta = body["meta_info"]
+    finish = meta.get("finish_reason") or {}
+    finish_type = finish.get("type") if isinstance(finish, dict) else str(finish)
+    if finish_type not in (FINISH_STOP, FINISH_LENGTH, FINISH_ABORT):
+        raise PolicyProtocolError(f"unknown finish_reason {finish!r} (rid={rid})")
+    entries = meta.get("output_token_logprobs")
+    if entries is None:
+        if finish_type == FINISH_ABORT:
+            entries = []
+        else:
+            raise PolicyProtocolError(f"meta_info has no output_token_logprobs; send return_logprob=true (rid={rid})")
+    log_probs = tuple(float(e[0]) for e in entries)
+    logprob_ids = tuple(int(e[1]) for e in entries)
+    output_ids = tuple(int(t) for t in body.get("output_ids", logprob_ids))
+    if output_ids != logprob_ids:
+        raise PolicyProtocolError(
+            f"output_ids ({len(output_ids)}) and output_token_logprobs ({len(logprob_ids)}) disagree (rid={rid})"
+        )
+    return GenerateResult(output_ids, log_probs, finish_type, meta)

@@ -1,0 +1,99 @@
+"""What the built-in policy server says: oracle, scripted and echo policies (token ids in, ids out).
+
+- ``OraclePolicy`` reads the conversation like a model would, recognises the task from the simulated
+  user's opening message, and replays the task's reference solution: each assistant-side gold action as
+  a tool call in the configured format, each user-side action as a request to the user, then a final
+  message carrying the task's expected outputs. With the scripted user it scores reward 1.0.
+- ``ScriptedPolicy`` replays fixed texts turn by turn (fault injection: malformed calls, long replies).
+- ``EchoPolicy`` answers every turn with one short message (load tests).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .envs.base import TaskScript
+from .server import PolicyOutput
+from .templates import ChatTemplate
+
+ASK_USER = "Could you please do this on your side:"
+
+
+def format_tool_call(name: str, arguments: dict[str, Any], fmt: str = "qwen25") -> str:
+    """A tool call written the way a model using SGLang parser ``fmt`` writes it."""
+    if fmt in ("qwen25", "qwen", "hermes"):
+        payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        return f"<tool_call>\n{payload}\n</tool_call>"
+    raise ValueError(f"the oracle cannot write tool calls in format {fmt!r}; supported: qwen25, qwen, hermes")
+
+
+class _TextPolicy:
+    """Shared plumbing: decode the input, produce text, encode it and close the turn."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.template = ChatTemplate(tokenizer)
+        probe = [{"role": "user", "content": "U"}]
+        with_prompt = self.template.render(probe, add_generation_prompt=True)
+        self.generation_prompt = with_prompt[len(self.template.render(probe, add_generation_prompt=False)) :]
+
+    def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> PolicyOutput:
+        text = self.tokenizer.decode(list(input_ids), skip_special_tokens=False)
+        reply = self.reply(text)
+        return PolicyOutput(tuple(self.template.encode(reply) + self.template.eot_ids))
+
+    def turn_index(self, text: str) -> int:
+        """How many assistant turns the conversation already has."""
+        return max(0, text.count(self.generation_prompt) - 1)
+
+    def reply(self, text: str) -> str:
+        raise NotImplementedError
+
+
+class OraclePolicy(_TextPolicy):
+    """Replays reference solutions; recognises tasks by the scripted user's opening message."""
+
+    def __init__(self, tokenizer: Any, scripts: Sequence[TaskScript], tool_call_format: str = "qwen25") -> None:
+        super().__init__(tokenizer)
+        self._bot = format_tool_call("x", {}, tool_call_format).split("\n", 1)[0]  # also validates the format
+        self.tool_call_format = tool_call_format
+        self.scripts = sorted(scripts, key=lambda s: len(s.user_instructions), reverse=True)
+
+    def reply(self, text: str) -> str:
+        script = next((s for s in self.scripts if s.user_instructions and s.user_instructions in text), None)
+        if script is None:
+            return "I am sorry, I do not recognise this task."
+        after = text[text.index(script.user_instructions) + len(script.user_instructions) :]
+        step = after.count(self._bot) + after.count(ASK_USER)
+        actions = script.gold_actions
+        if step < len(actions):
+            action = actions[step]
+            if action.requestor == "user":
+                return f"{ASK_USER} {action.name} {json.dumps(action.arguments, ensure_ascii=False)}"
+            return format_tool_call(action.name, action.arguments, self.tool_call_format)
+        if script.gold_outputs:
+            return "Here is what I found: " + "; ".join(script.gold_outputs) + ". Is there anything else?"
+        return "Everything you asked for is done. Is there anything else I can help you with?"
+
+
+class ScriptedPolicy(_TextPolicy):
+    """Says ``texts[k]`` on the k-th assistant turn of each conversation (the last one repeats)."""
+
+    def __init__(self, tokenizer: Any, texts: Sequence[str] | Callable[[int, str], str]) -> None:
+        super().__init__(tokenizer)
+        self.texts = texts
+
+    def reply(self, text: str) -> str:
+        turn = self.turn_index(text)
+        if callable(self.texts):
+            return self.texts(turn, text)
+        return self.texts[min(turn, len(self.texts) - 1)]
+
+
+class EchoPolicy(_TextPolicy):
+    """Always answers with one short message (exercises the loop without tools)."""
+
+    def reply(self, text: str) -> str:
+        return f"Thank you. I have read {len(text)} characters of our conversation."
