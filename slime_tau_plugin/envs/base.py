@@ -121,6 +121,10 @@ class EnvBackend(ABC):
         """The task's instruction and reference solution, without building an environment."""
 
     @abstractmethod
+    def task_dump(self, ref: TaskRef) -> dict[str, Any]:
+        """The task as JSON, so a prepared row replays exactly even if τ's data changes later."""
+
+    @abstractmethod
     def splits(self, domain: str) -> tuple[str, ...]:
         """The split names ``domain`` has."""
 

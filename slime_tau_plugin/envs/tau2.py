@@ -144,6 +144,9 @@ class Tau2Backend(EnvBackend):
             raise ConfigError(f"task_id={ref.task_id!r} is not in tau2/{ref.domain}/{ref.split} ({len(tasks)} tasks)")
         return tasks[ref.task_id]
 
+    def task_dump(self, ref: TaskRef) -> dict[str, Any]:
+        return self.task(ref).model_dump(mode="json", exclude_none=True)
+
     def script(self, ref: TaskRef) -> TaskScript:
         return task_script(self.task(ref))
 
