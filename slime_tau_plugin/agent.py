@@ -144,7 +144,6 @@ class TrainableAgentMixin:
         headers: dict[str, str] | None,
     ) -> TerminationReason:
         budget = self.token_budget(sampling_params)
-        eot_last = st.template.eot_ids[-1]
         for turn in range(self.config.max_turns):
             max_new = budget.max_new_tokens(traj)
             if max_new < 1:
@@ -167,7 +166,8 @@ class TrainableAgentMixin:
             if continuation is None:
                 result.counters["template_fallbacks"] += 1
                 continuation = st.template.continuation_ids_unsafe(new_messages)
-            closing = [] if gen.output_ids and gen.output_ids[-1] == eot_last else st.template.eot_ids
+            eot = st.template.eot_ids
+            closing = [] if list(gen.output_ids[-len(eot) :]) == eot else eot
             ids = [*closing, *continuation]
             if not budget.fits(traj, len(ids)):
                 return TerminationReason.BUDGET
@@ -261,7 +261,9 @@ class TrainableToolCallingAgent(TrainableAgentMixin):
         self.backend = backend
 
 
-def agent_factory(config: TauConfig, *, policy: SGLangPolicy | None = None, tokenizer: Any = None) -> TrainableToolCallingAgent:
+def agent_factory(
+    config: TauConfig, *, policy: SGLangPolicy | None = None, tokenizer: Any = None
+) -> TrainableToolCallingAgent:
     """Build an agent from config alone (policy URL, tokenizer path and benchmark come from it).
 
     Raises:

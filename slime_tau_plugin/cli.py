@@ -156,13 +156,24 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
         url = server.url
         print(f"started the built-in oracle policy server at {url}", file=sys.stderr)
     args = SimpleNamespace(
-        hf_checkpoint=tokenizer_dir, tau_policy_url=url, tau_benchmark=ns.benchmark, tau_domain=ns.domain,
-        tau_split=ns.split, tau_max_context_len=ns.max_context_len, tau_max_turns=ns.max_turns,
-        tau_tool_call_parser=ns.tool_call_parser, tau_reasoning_parser=ns.reasoning_parser,
+        hf_checkpoint=tokenizer_dir,
+        tau_policy_url=url,
+        tau_benchmark=ns.benchmark,
+        tau_domain=ns.domain,
+        tau_split=ns.split,
+        tau_max_context_len=ns.max_context_len,
+        tau_max_turns=ns.max_turns,
+        tau_tool_call_parser=ns.tool_call_parser,
+        tau_reasoning_parser=ns.reasoning_parser,
         tau_record_messages=True,
     )
-    sampling = {"temperature": ns.temperature, "top_p": 1.0, "max_new_tokens": ns.max_new_tokens,
-                "no_stop_trim": True, "skip_special_tokens": False}
+    sampling = {
+        "temperature": ns.temperature,
+        "top_p": 1.0,
+        "max_new_tokens": ns.max_new_tokens,
+        "no_stop_trim": True,
+        "skip_special_tokens": False,
+    }
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     progress = _progress(len(refs) * ns.samples_per_task)
@@ -193,7 +204,9 @@ def _progress(total: int):
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     commands = {"prepare": cmd_prepare, "serve": cmd_serve, "rollout": cmd_rollout}
     try:
         return commands[ns.command](ns)

@@ -29,7 +29,6 @@ import httpx
 from .errors import (
     ContextLengthError,
     PolicyConnectionError,
-    PolicyError,
     PolicyHTTPError,
     PolicyProtocolError,
 )
@@ -83,7 +82,9 @@ async def retry_async(fn, policy: RetryPolicy, retry_on: tuple[type[BaseExceptio
             if attempt == policy.attempts:
                 raise
             delay = policy.delay(attempt)
-            logger.warning("%s failed (%s), attempt %d/%d, retrying in %.2fs", what, exc, attempt, policy.attempts, delay)
+            logger.warning(
+                "%s failed (%s), attempt %d/%d, retrying in %.2fs", what, exc, attempt, policy.attempts, delay
+            )
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -171,7 +172,9 @@ class SGLangPolicy:
                 raise PolicyProtocolError(f"/generate answered non-JSON (rid={rid}): {resp.text[:200]!r}") from exc
 
         try:
-            body = await retry_async(once, self.retry, (PolicyConnectionError, _TransientHTTPError), f"rid={rid} /generate")
+            body = await retry_async(
+                once, self.retry, (PolicyConnectionError, _TransientHTTPError), f"rid={rid} /generate"
+            )
         except _TransientHTTPError as exc:
             raise PolicyHTTPError(str(exc), status=exc.status, body=exc.body) from exc
         return parse_generate_response(body, rid)
@@ -190,7 +193,8 @@ def _classify_client_error(status: int, body: str, rid: str | None) -> PolicyHTT
     except (json.JSONDecodeError, KeyError, TypeError):
         message = body[:500]
     lowered = str(message).lower()
-    is_context = status == 400 and ("context" in lowered or "longer than" in lowered or "exceed" in lowered)
+    mentions_tokens = "token" in lowered and ("exceed" in lowered or "longer than" in lowered)
+    is_context = status == 400 and ("context length" in lowered or "context window" in lowered or mentions_tokens)
     cls = ContextLengthError if is_context else PolicyHTTPError
     return cls(f"POST /generate answered {status} (rid={rid}): {message}", status=status, body=body)
 

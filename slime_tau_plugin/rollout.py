@@ -98,7 +98,10 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int, wall_s: f
         domains[name] = {
             "tasks": len(per_task),
             "samples": n,
-            **{f"pass^{k}": pass_hat_k(list(per_task.values()), samples_per_task, k) for k in range(1, samples_per_task + 1)},
+            **{
+                f"pass^{k}": pass_hat_k(list(per_task.values()), samples_per_task, k)
+                for k in range(1, samples_per_task + 1)
+            },
             "mean_reward": sum(s.reward or 0.0 for s in group) / n,
             "mean_turns": sum(s.metadata.get("num_turns", 0) for s in group) / n,
             "tool_calls": sum(s.metadata.get("tool_calls", 0) for s in group),

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 logger = logging.getLogger(__name__)
 
 
-class ServerFault(Exception):
+class ServerFaultError(Exception):
     """Raised by a policy to make the server answer with an HTTP error (fault injection)."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -75,6 +75,8 @@ class PolicyServer:
         self.weight_version = weight_version
         self.requests: list[dict[str, Any]] = []
         """Every /generate body received, in order (tests read it to check TITO)."""
+        self.request_headers: list[dict[str, str]] = []
+        """The HTTP headers of each /generate request, aligned with ``requests``."""
         self._aborted: set[str] = set()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
@@ -106,9 +108,12 @@ class PolicyServer:
 
     # --- protocol ------------------------------------------------------------------------------
 
-    def handle_generate(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def handle_generate(
+        self, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
+            self.request_headers.append(dict(headers or {}))
         input_ids = body.get("input_ids")
         if not isinstance(input_ids, list) or not input_ids:
             return 400, {"error": {"message": "input_ids must be a non-empty list of token ids"}}
@@ -125,7 +130,7 @@ class PolicyServer:
         rid = str(body.get("rid") or f"req-{len(self.requests)}")
         try:
             out = self.policy.generate(input_ids, params)
-        except ServerFault as fault:
+        except ServerFaultError as fault:
             return fault.status, {"error": {"message": str(fault)}}
         if self.latency_s:
             time.sleep(self.latency_s)
@@ -198,7 +203,7 @@ class PolicyServer:
                     return
                 if self.path == "/generate":
                     try:
-                        status, payload = server.handle_generate(body)
+                        status, payload = server.handle_generate(body, dict(self.headers))
                     except Exception as exc:  # a policy bug must show up as a 500, not a dead socket
                         logger.exception("policy failed")
                         status, payload = 500, {"error": {"message": f"{type(exc).__name__}: {exc}"}}

@@ -18,7 +18,7 @@ def assert_sample_invariants(sample: Any) -> None:
     assert len(sample.loss_mask) == n and len(sample.rollout_log_probs) == n
     assert set(sample.loss_mask) <= {0, 1}
     assert all(isinstance(t, int) for t in sample.tokens)
-    for mask, logprob in zip(sample.loss_mask, sample.rollout_log_probs):
+    for mask, logprob in zip(sample.loss_mask, sample.rollout_log_probs, strict=True):
         if mask == 0:
             assert logprob == 0.0
         else:

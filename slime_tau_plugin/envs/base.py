@@ -83,6 +83,7 @@ class EnvSession(ABC):
     """Agent tools as OpenAI function schemas."""
     policy: str
     """The domain policy / wiki: the system prompt."""
+
     @abstractmethod
     def step(self, call: EnvToolCall) -> StepResult:
         """Run an agent tool call against this episode's database."""

@@ -33,7 +33,13 @@ def _import_tau2() -> dict[str, Any]:
         logger.disable("tau2")
         mods = {
             name: importlib.import_module(f"tau2.{name}")
-            for name in ("registry", "data_model.message", "data_model.simulation", "data_model.tasks", "evaluator.evaluator")
+            for name in (
+                "registry",
+                "data_model.message",
+                "data_model.simulation",
+                "data_model.tasks",
+                "evaluator.evaluator",
+            )
         }
     except ImportError as exc:
         raise ConfigError(f"benchmark 'tau2' needs τ²: pip install 'slime-tau-plugin[tau2]' ({exc})") from exc
@@ -77,8 +83,13 @@ class Tau2Session(EnvSession):
         sim_mod, ev = self._m["data_model.simulation"], self._m["evaluator.evaluator"]
         reason = getattr(sim_mod.TerminationReason, _STOPPED.get(termination, "MAX_STEPS"))
         sim = sim_mod.SimulationRun(
-            id=uuid.uuid4().hex, task_id=self.task.id, start_time="", end_time="", duration=0.0,
-            termination_reason=reason, messages=self.messages,
+            id=uuid.uuid4().hex,
+            task_id=self.task.id,
+            start_time="",
+            end_time="",
+            duration=0.0,
+            termination_reason=reason,
+            messages=self.messages,
         )
         info = ev.evaluate_simulation(
             simulation=sim, task=self.task, evaluation_type=ev.EvaluationType.ALL, solo_mode=False, domain=self.domain
@@ -125,10 +136,10 @@ class Tau2Backend(EnvBackend):
         key = (domain, split)
         with self._lock:
             if key not in self._tasks:
-                if split not in self.splits(domain):
-                    raise ConfigError(
-                        f"split={split!r} is unknown for tau2/{domain}; expected one of {', '.join(self.splits(domain))}"
-                    )
+                valid = self.splits(domain)
+                if split not in valid:
+                    expected = ", ".join(valid)
+                    raise ConfigError(f"split={split!r} is unknown for tau2/{domain}; expected one of {expected}")
                 loaded = self._registry.get_tasks_loader(domain)(task_split_name=split)
                 self._tasks[key] = {task.id: task for task in loaded}
             return self._tasks[key]

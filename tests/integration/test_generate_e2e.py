@@ -17,16 +17,27 @@ from slime_tau_plugin.generate import generate
 from tests.contracts.slime_sample import PlainSample, Sample
 from tests.invariants import assert_sample_invariants, assert_tito
 
-SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 2048, "no_stop_trim": True, "skip_special_tokens": False}
+SAMPLING = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "max_new_tokens": 2048,
+    "no_stop_trim": True,
+    "skip_special_tokens": False,
+}
 
 
 def slime_args(server, tokenizer_dir: str, **extra) -> SimpleNamespace:
     host, port = server.url.removeprefix("http://").split(":")
-    return SimpleNamespace(
-        hf_checkpoint=tokenizer_dir, sglang_router_ip=host, sglang_router_port=int(port),
-        rollout_max_context_len=32768, rollout_max_response_len=None, partial_rollout=False,
-        tau_record_messages=True, **extra,
+    base = dict(
+        hf_checkpoint=tokenizer_dir,
+        sglang_router_ip=host,
+        sglang_router_port=int(port),
+        rollout_max_context_len=32768,
+        rollout_max_response_len=None,
+        partial_rollout=False,
+        tau_record_messages=True,
     )
+    return SimpleNamespace(**{**base, **extra})
 
 
 def make_samples(backend, domain: str, split: str, count: int, cls=Sample) -> list:
@@ -49,13 +60,14 @@ async def run_all(args, samples):
 
 
 @pytest.mark.parametrize(("domain", "split", "count"), [("retail", "train", 6), ("airline", "test", 3)])
-def test_oracle_reaches_reward_one_with_exact_tokens(tau2_backend, qwen25, qwen25_dir, oracle_server_factory,
-                                                     domain, split, count):
+def test_oracle_reaches_reward_one_with_exact_tokens(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory, domain, split, count
+):
     server = oracle_server_factory(qwen25, ((domain, split),))
     args = slime_args(server, qwen25_dir, tau_domain=domain, tau_split=split)
     samples = make_samples(tau2_backend, domain, split, count)
     returned = asyncio.run(run_all(args, samples))
-    for sample, out in zip(samples, returned):
+    for sample, out in zip(samples, returned, strict=True):
         assert out is sample, "generate must fill and return the Sample slime passed in"
         assert_sample_invariants(sample)
         assert_tito(sample, requests_of(server, sample))
@@ -67,7 +79,7 @@ def test_oracle_reaches_reward_one_with_exact_tokens(tau2_backend, qwen25, qwen2
         full = qwen25.apply_chat_template(sample.metadata["messages"], tools=sample.metadata["tools"], tokenize=False)
         full_ids = qwen25.encode(full, add_special_tokens=False)
         assert full_ids[: len(sample.tokens)] == sample.tokens
-        assert qwen25.decode(full_ids[len(sample.tokens):]) == "\n"
+        assert qwen25.decode(full_ids[len(sample.tokens) :]) == "\n"
 
 
 def test_qwen3_differs_from_full_render_only_in_think_blocks(tau2_backend, qwen3, qwen3_dir, oracle_server_factory):
@@ -86,8 +98,9 @@ def test_qwen3_differs_from_full_render_only_in_think_blocks(tau2_backend, qwen3
         assert think.sub("", held) == think.sub("", full).rstrip("\n")
 
 
-def test_sample_without_append_response_tokens_gets_the_same_fields(tau2_backend, qwen25, qwen25_dir,
-                                                                    oracle_server_factory):
+def test_sample_without_append_response_tokens_gets_the_same_fields(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory
+):
     server = oracle_server_factory(qwen25, (("retail", "train"),))
     args = slime_args(server, qwen25_dir, tau_domain="retail", tau_split="train")
     rich = make_samples(tau2_backend, "retail", "train", 1)[0]

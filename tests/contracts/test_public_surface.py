@@ -1,0 +1,35 @@
+"""The public surface: a sorted ``__all__`` of real names, and an import that needs no slime, SGLang or τ."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import slime_tau_plugin
+
+
+def test_all_is_sorted_and_names_real_public_members():
+    names = slime_tau_plugin.__all__
+    assert names == sorted(names)
+    for name in names:
+        assert hasattr(slime_tau_plugin, name), name
+    for required in ("generate", "TrainableAgentMixin", "TrainableToolCallingAgent", "agent_factory", "TauConfig"):
+        assert required in names
+
+
+def test_import_pulls_in_no_slime_sglang_or_tau():
+    code = (
+        "import sys, slime_tau_plugin, slime_tau_plugin.generate;"
+        "heavy = [m for m in ('slime', 'sglang', 'tau2', 'tau_bench', 'torch', 'litellm') if m in sys.modules];"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_generate_matches_slimes_custom_function_contract():
+    fn = slime_tau_plugin.generate
+    assert inspect.iscoroutinefunction(fn)
+    params = list(inspect.signature(fn).parameters)
+    assert params[:3] == ["args", "sample", "sampling_params"] and "evaluation" in params
