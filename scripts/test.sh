@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
 bash scripts/fetch_test_tokenizers.sh
-ruff check slime_tau_plugin tests benchmarks scripts
+ruff check .
 TAU_REQUIRE_FIXTURES=1 python -m pytest -q tests "$@"

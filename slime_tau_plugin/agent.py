@@ -29,7 +29,7 @@ from .errors import (
 )
 from .policy import FINISH_ABORT, FINISH_LENGTH, RetryPolicy, SGLangPolicy
 from .templates import ChatTemplate, load_tokenizer
-from .tool_calls import ParsedAction, ToolCallParser
+from .tool_calls import ParsedAction, ToolCallParser, check_parser_names
 from .trajectory import TokenBudget, Trajectory
 from .users import UserSimulator, make_user
 
@@ -277,6 +277,7 @@ def agent_factory(
         policy = SGLangPolicy(
             config.policy_url, timeout_s=config.policy_timeout_s, retry=RetryPolicy(attempts=config.policy_retries)
         )
+    check_parser_names(config.tool_call_parser, config.reasoning_parser)
     if tokenizer is None:
         if not config.tokenizer_path:
             raise ConfigError("no tokenizer: set tau_tokenizer_path or slime's --hf-checkpoint to a local directory")

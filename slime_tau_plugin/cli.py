@@ -64,11 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prepare", help="write slime JSONL task rows (--input-key index --metadata-key metadata)")
     _add_task_args(p)
-    p.add_argument("--out", required=True, help="FILE.jsonl")
+    p.add_argument("--out", required=True, help="FILE.jsonl for --prompt-data")
+    p.add_argument(
+        "--eval",
+        action="append",
+        default=[],
+        metavar="BENCHMARK/DOMAIN/SPLIT",
+        help="also write this task set for evaluation (repeatable), e.g. tau2/retail/test",
+    )
+    p.add_argument("--allow-leakage", action="store_true", help="write eval sets that overlap the training tasks")
 
     p = sub.add_parser("serve", help="run the SGLang-protocol CPU policy server")
     _add_task_args(p)
-    p.add_argument("--policy", default="oracle", choices=["oracle", "echo"])
+    p.add_argument("--policy", default="oracle", choices=["oracle", "scripted", "echo"])
+    p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
@@ -90,33 +99,85 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool-call-parser", default="qwen25")
     p.add_argument("--reasoning-parser", default=None)
     p.add_argument("--out", default="runs/latest", help="directory for samples.jsonl and summary.json")
+
+    p = sub.add_parser("show", help="print one trajectory with its loss mask")
+    p.add_argument("run_dir", help="the --out directory of a rollout")
+    p.add_argument("--sample", type=int, default=0)
+    p.add_argument("--tokenizer", default=None, help="default: the tokenizer recorded in summary.json")
+    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML page")
+    p.add_argument("--color", action="store_true", help="ANSI colors (default when stdout is a terminal)")
     return parser
 
 
 def cmd_prepare(ns: argparse.Namespace) -> int:
-    from .data import task_row
-    from .envs import get_backend
+    from .data import leakage, parse_task_set
 
+    train = (ns.benchmark, ns.domain, ns.split)
     TauConfig(benchmark=ns.benchmark, domain=ns.domain, split=ns.split)
-    backend = get_backend(ns.benchmark)
-    refs = backend.task_refs(ns.domain, ns.split)
+    evals = [parse_task_set(spec) for spec in ns.eval]
+    problems = [why for e in evals if (why := leakage(train, e))]
+    if problems and not ns.allow_leakage:
+        raise ConfigError(
+            "refusing to write overlapping training and evaluation tasks:\n  - "
+            + "\n  - ".join(problems)
+            + "\nchoose other sets (e.g. train on tau1/retail/train), or pass --allow-leakage to write them anyway"
+        )
     out = Path(ns.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as fh:
-        for i, ref in enumerate(refs):
-            ref = type(ref)(ref.benchmark, ref.domain, ref.split, ref.task_id, backend.task_dump(ref))
-            fh.write(json.dumps(task_row(i, ref), ensure_ascii=False) + "\n")
-    print(f"wrote {len(refs)} tasks ({ns.benchmark}/{ns.domain}/{ns.split}) to {out}")
+    _write_rows(train, out)
+    written = [_write_rows(e, out.with_name(f"{'_'.join(e)}.jsonl")) for e in evals] or [out]
+    eval_yaml = out.with_suffix(".eval.yaml")
+    eval_yaml.write_text(_eval_config(written), encoding="utf-8")
+    for why in problems:
+        print(f"warning: {why} (written because of --allow-leakage)", file=sys.stderr)
+    print(f"slime eval config: {eval_yaml} (--eval-config)")
     return 0
+
+
+def _write_rows(task_set: tuple[str, str, str], path: Path) -> Path:
+    from .data import task_row
+    from .envs import TaskRef, get_backend
+
+    benchmark, domain, split = task_set
+    backend = get_backend(benchmark)
+    refs = backend.task_refs(domain, split)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for i, ref in enumerate(refs):
+            full = TaskRef(ref.benchmark, ref.domain, ref.split, ref.task_id, backend.task_dump(ref))
+            fh.write(json.dumps(task_row(i, full), ensure_ascii=False) + "\n")
+    print(f"wrote {len(refs)} tasks ({benchmark}/{domain}/{split}) to {path}")
+    return path
+
+
+def _eval_config(paths: list[Path]) -> str:
+    """slime ``--eval-config`` YAML: one dataset per file, played by our generate function."""
+    lines = ["eval:", "  datasets:"]
+    for path in paths:
+        lines += [
+            f"    - name: {path.stem}",
+            f"      path: {path.resolve()}",
+            "      input_key: index",
+            "      metadata_key: metadata",
+            "      custom_generate_function_path: slime_tau_plugin.generate.generate",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _oracle_server(ns: argparse.Namespace, tokenizer: Any, port: int = 0, latency_s: float = 0.0):
     from .envs import get_backend
     from .server import PolicyServer
-    from .server_policies import EchoPolicy, OraclePolicy
+    from .server_policies import EchoPolicy, OraclePolicy, ScriptedPolicy
 
-    if getattr(ns, "policy", "oracle") == "echo":
+    kind = getattr(ns, "policy", "oracle")
+    if kind == "echo":
         policy = EchoPolicy(tokenizer)
+    elif kind == "scripted":
+        if not ns.script:
+            raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies)")
+        replies = json.loads(Path(ns.script).read_text(encoding="utf-8"))
+        if not isinstance(replies, list) or not replies or not all(isinstance(r, str) for r in replies):
+            raise ConfigError(f"--script {ns.script}: expected a non-empty JSON list of strings")
+        policy = ScriptedPolicy(tokenizer, replies)
     else:
         backend = get_backend(ns.benchmark)
         scripts = [backend.script(ref) for ref in backend.task_refs(ns.domain, ns.split)]
@@ -184,12 +245,37 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
         if server is not None:
             server.stop()
     summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
+    summary["tokenizer"] = tokenizer_dir
+    summary["policy"] = ns.sglang_url or "built-in oracle"
     with (out / "samples.jsonl").open("w", encoding="utf-8") as fh:
         for s in samples:
             fh.write(json.dumps(s.to_row(), ensure_ascii=False) + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     print(format_summary(summary))
     print(f"trajectories: {out / 'samples.jsonl'}  summary: {out / 'summary.json'}")
+    return 0
+
+
+def cmd_show(ns: argparse.Namespace) -> int:
+    from .show import load_sample, render_html, render_text
+    from .templates import load_tokenizer
+
+    row = load_sample(ns.run_dir, ns.sample)
+    tokenizer_dir = ns.tokenizer
+    if tokenizer_dir is None:
+        summary_path = Path(ns.run_dir) / "summary.json"
+        tokenizer_dir = json.loads(summary_path.read_text()).get("tokenizer") if summary_path.exists() else None
+    if not tokenizer_dir:
+        raise ConfigError("no tokenizer recorded for this run; pass --tokenizer")
+    tokenizer = load_tokenizer(tokenizer_dir)
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=False)
+
+    print(render_text(row, decode, color=ns.color or sys.stdout.isatty()))
+    if ns.html:
+        Path(ns.html).write_text(render_html(row, decode), encoding="utf-8")
+        print(f"wrote {ns.html}")
     return 0
 
 
@@ -207,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    commands = {"prepare": cmd_prepare, "serve": cmd_serve, "rollout": cmd_rollout}
+    commands = {"prepare": cmd_prepare, "serve": cmd_serve, "rollout": cmd_rollout, "show": cmd_show}
     try:
         return commands[ns.command](ns)
     except ConfigError as exc:

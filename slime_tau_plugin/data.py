@@ -57,3 +57,42 @@ def task_ref_from_sample(prompt: Any, metadata: dict[str, Any] | None, config: T
         "sample names no task: expected metadata with 'task_id' (tau2) or 'task_index' (tau1), or an integer "
         f"prompt (slime --input-key index); got prompt={str(prompt)[:80]!r}, metadata keys={sorted(metadata)}"
     )
+
+
+def parse_task_set(spec: str) -> tuple[str, str, str]:
+    """``"tau2/retail/train"`` -> (benchmark, domain, split). Raises ConfigError when malformed."""
+    parts = spec.strip().split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ConfigError(f"task set {spec!r} is malformed; expected BENCHMARK/DOMAIN/SPLIT, e.g. tau2/retail/test")
+    check_domain(parts[0], parts[1])
+    return parts[0], parts[1], parts[2]
+
+
+_TAU2_SPLITS_IN_BASE = {"train", "test"}
+"""τ²'s ``base`` split is train + test."""
+
+
+def leakage(train: tuple[str, str, str], evaluation: tuple[str, str, str]) -> str | None:
+    """Why evaluating on ``evaluation`` after training on ``train`` would leak, or None.
+
+    τ² retail/airline tasks are revised τ-bench v1 *test* tasks (63/74 τ² retail train tasks share their
+    gold actions with a v1 test task), so v1 test and any τ² retail/airline split overlap; within one
+    benchmark, equal splits overlap and τ²'s ``base`` contains ``train`` and ``test``.
+    """
+    (tb, td, ts), (eb, ed, es) = train, evaluation
+    if td != ed:
+        return None
+    if tb == eb:
+        if ts == es:
+            return f"{tb}/{td}/{ts} is used for both training and evaluation"
+        if tb == "tau2" and {ts, es} & {"base"} and {ts, es} & _TAU2_SPLITS_IN_BASE:
+            return f"tau2/{td}/base contains the {({ts, es} - {'base'}).pop()} split"
+        return None
+    if td in ("retail", "airline"):
+        v1_split = ts if tb == "tau1" else es
+        if v1_split == "test":
+            return (
+                f"τ² {td} tasks are revised τ-bench v1 {td} test tasks (most share their gold actions): "
+                f"{tb}/{td}/{ts} for training and {eb}/{ed}/{es} for evaluation overlap"
+            )
+    return None

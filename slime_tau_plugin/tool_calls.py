@@ -106,16 +106,33 @@ def _import_sglang_parsers() -> tuple[type, type, type, type]:
     return fcp.FunctionCallParser, protocol.Tool, protocol.Function, reasoning.ReasoningParser
 
 
+def check_parser_names(tool_call_parser: str, reasoning_parser: str | None = None) -> None:
+    """Fail fast on a parser name SGLang does not know (before any episode runs).
+
+    Raises:
+        ConfigError: naming the bad value and the valid ones.
+    """
+    function_call_parser, _, _, reasoning_cls = import_sglang_parsers()
+    known = getattr(function_call_parser, "ToolCallParserEnum", {})
+    if tool_call_parser not in known:
+        raise ConfigError(
+            f"tau_tool_call_parser={tool_call_parser!r} is unknown; expected one of {', '.join(sorted(known))}"
+        )
+    reasoners = getattr(reasoning_cls, "DetectorMap", None)
+    if reasoning_parser and reasoners is not None and reasoning_parser not in reasoners:
+        raise ConfigError(
+            f"tau_reasoning_parser={reasoning_parser!r} is unknown; expected one of {', '.join(sorted(reasoners))}"
+        )
+
+
 class ToolCallParser:
     """Parses one model turn into a :class:`ParsedAction` for a fixed tool set."""
 
     def __init__(
         self, tools: Sequence[dict[str, Any]], parser: str = "qwen25", reasoning_parser: str | None = None
     ) -> None:
+        check_parser_names(parser)
         function_call_parser, tool_cls, function_cls, reasoning_cls = import_sglang_parsers()
-        known = getattr(function_call_parser, "ToolCallParserEnum", {})
-        if parser not in known:
-            raise ConfigError(f"tau_tool_call_parser={parser!r} is unknown; expected one of {', '.join(sorted(known))}")
         self.tool_names = [t["function"]["name"] for t in tools]
         sgl_tools = [tool_cls(type="function", function=function_cls(**t["function"])) for t in tools]
         self._parser = function_call_parser(tools=sgl_tools, tool_call_parser=parser)

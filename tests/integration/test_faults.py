@@ -200,3 +200,10 @@ def test_unknown_domain_in_config_names_the_valid_values(qwen25, qwen25_dir, ser
     server = serve(ScriptedPolicy(qwen25, ["unused"]))
     with pytest.raises(ConfigError, match="airline, retail, telecom"):
         asyncio.run(generate(slime_args(server, qwen25_dir, tau_domain="retial"), Sample(prompt=0), dict(SAMPLING)))
+
+
+def test_unknown_tool_call_parser_names_the_valid_ones(qwen25, qwen25_dir, serve):
+    server = serve(ScriptedPolicy(qwen25, ["unused"]))
+    args = slime_args(server, qwen25_dir, tau_tool_call_parser="qwen9")
+    with pytest.raises(ConfigError, match="tau_tool_call_parser='qwen9' is unknown; expected one of .*qwen25"):
+        asyncio.run(generate(args, Sample(prompt=0), dict(SAMPLING)))

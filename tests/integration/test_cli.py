@@ -1,0 +1,164 @@
+"""The ``slime-tau`` CLI as a user runs it: prepare, serve (a real process), rollout over HTTP, show."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from slime_tau_plugin.cli import main, parse_task_range
+from slime_tau_plugin.config import TauConfig
+from slime_tau_plugin.data import leakage, task_ref_from_sample
+from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.rollout import RolloutSample, pass_hat_k, summarize
+from tests.invariants import assert_sample_invariants
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served_oracle(qwen25_dir, tau2_backend):
+    """``slime-tau serve`` as a separate process, like a user's SGLang server."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "serve", "--policy", "oracle", "--tokenizer", qwen25_dir]
+    cmd += ["--port", str(port), "--domain", "retail", "--split", "train"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail(f"slime-tau serve did not come up: {proc.stdout.read().decode()[-2000:]}")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def rollout_dir(served_oracle, qwen25_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    argv = ["rollout", "--sglang-url", served_oracle, "--tokenizer", qwen25_dir, "--domain", "retail"]
+    argv += ["--split", "train", "--tasks", "0-2", "--samples-per-task", "2", "--concurrency", "4", "--out", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def test_prepare_rows_load_back_as_the_same_tasks(tau2_backend, tmp_path):
+    out = tmp_path / "train.jsonl"
+    assert main(["prepare", "--domain", "airline", "--split", "test", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    originals = tau2_backend.tasks("airline", "test")
+    assert len(rows) == len(originals) == 20
+    for row in rows:
+        ref = task_ref_from_sample(row["index"], row["metadata"], TauConfig())
+        assert (ref.benchmark, ref.domain, ref.split) == ("tau2", "airline", "test")
+        assert tau2_backend.task(ref) == originals[ref.task_id]
+    assert (
+        "custom_generate_function_path: slime_tau_plugin.generate.generate"
+        in (tmp_path / "train.eval.yaml").read_text()
+    )
+
+
+def test_prepare_refuses_overlapping_train_and_eval_sets(tmp_path, capsys):
+    out = tmp_path / "train.jsonl"
+    code = main(["prepare", "--domain", "retail", "--split", "train", "--out", str(out), "--eval", "tau1/retail/test"])
+    assert code == 2 and not out.exists()
+    assert "revised τ-bench v1 retail test tasks" in capsys.readouterr().err
+    code = main(["prepare", "--domain", "retail", "--split", "train", "--out", str(out), "--eval", "tau2/retail/base"])
+    assert code == 2
+    assert (
+        main(["prepare", "--split", "train", "--out", str(out), "--eval", "tau2/retail/base", "--allow-leakage"]) == 0
+    )
+    assert (tmp_path / "tau2_retail_base.jsonl").exists()
+
+
+def test_leakage_rules():
+    assert leakage(("tau1", "retail", "train"), ("tau2", "retail", "test")) is None
+    assert leakage(("tau2", "airline", "test"), ("tau1", "airline", "test")) is not None
+    assert leakage(("tau2", "retail", "train"), ("tau2", "retail", "test")) is None
+    assert leakage(("tau2", "telecom", "train"), ("tau2", "telecom", "train")) is not None
+    assert leakage(("tau2", "retail", "train"), ("tau2", "airline", "train")) is None
+
+
+def test_unknown_split_names_the_valid_ones(capsys):
+    assert main(["rollout", "--split", "dev", "--tasks", "0"]) == 2
+    assert "expected one of train, test, base" in capsys.readouterr().err
+
+
+def test_task_ranges_parse_and_reject_bad_input():
+    assert parse_task_range("0-2,5", 10) == [0, 1, 2, 5]
+    assert parse_task_range(None, 3) == [0, 1, 2]
+    with pytest.raises(ConfigError, match="0-9"):
+        parse_task_range("3-12", 10)
+    with pytest.raises(ConfigError, match="ranges like"):
+        parse_task_range("a-b", 10)
+
+
+def test_rollout_against_a_served_process_writes_exact_samples(rollout_dir, qwen25):
+    rows = [json.loads(line) for line in (rollout_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 6
+    for row in rows:
+        sample = RolloutSample(**{**row, "status": RolloutSample.Status(row["status"])})
+        assert_sample_invariants(sample)
+        assert row["status"] == "completed" and row["reward"] == 1.0
+        rendered = qwen25.apply_chat_template(
+            row["metadata"]["messages"], tools=row["metadata"]["tools"], tokenize=False
+        )
+        ids = qwen25.encode(rendered, add_special_tokens=False)
+        assert ids[: len(row["tokens"])] == row["tokens"], "the chat messages reproduce the stored tokens"
+    summary = json.loads((rollout_dir / "summary.json").read_text())
+    assert summary["domains"]["tau2/retail"]["pass^1"] == 1.0 and summary["domains"]["tau2/retail"]["pass^2"] == 1.0
+
+
+def test_show_renders_turns_with_the_loss_mask(rollout_dir, qwen25_dir, tmp_path, capsys):
+    page = tmp_path / "t.html"
+    assert main(["show", str(rollout_dir), "--sample", "1", "--tokenizer", qwen25_dir, "--html", str(page)]) == 0
+    text = capsys.readouterr().out
+    row = json.loads((rollout_dir / "samples.jsonl").read_text().splitlines()[1])
+    assert f"{sum(row['loss_mask'])} trainable (mask 1)" in text
+    assert text.count("[MODEL, trainable") == row["metadata"]["num_turns"]
+    assert "<tool_call>" in text and "[context, masked" in text
+    assert page.read_text().count('class="model"') == row["metadata"]["num_turns"]
+    assert main(["show", str(rollout_dir), "--sample", "99"]) == 2
+
+
+def test_pass_hat_k_on_hand_made_tables():
+    assert pass_hat_k([2, 1, 0], 2, 1) == pytest.approx(0.5)
+    assert pass_hat_k([2, 1, 0], 2, 2) == pytest.approx(1 / 3)
+    assert pass_hat_k([4, 3], 4, 2) == pytest.approx((1 + 3 / 6) / 2)
+    with pytest.raises(ValueError):
+        pass_hat_k([1], 2, 3)
+
+
+def test_summary_counts_successes_per_task():
+    rewards = {"0": [1.0, 1.0, 0.0], "1": [0.0, 0.0, 1.0]}
+    samples = [
+        RolloutSample(
+            metadata={"benchmark": "tau2", "domain": "retail", "task_id": tid, "num_turns": 3},
+            reward=r,
+            status=RolloutSample.Status.COMPLETED,
+            response_length=5,
+            loss_mask=[1, 0, 0, 1, 1],
+        )
+        for tid, rs in rewards.items()
+        for r in rs
+    ]
+    d = summarize(samples, 3, 1.0)["domains"]["tau2/retail"]
+    assert d["pass^1"] == pytest.approx(0.5)
+    assert d["pass^2"] == pytest.approx((1 / 3 + 0) / 2)
+    assert d["pass^3"] == 0.0 and d["mean_trainable_tokens"] == 3
