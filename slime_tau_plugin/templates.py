@@ -62,11 +62,17 @@ class ChatTemplate:
         self.tools = list(tools) if tools else None
         self.template_kwargs = dict(template_kwargs or {})
         self.eot_text, self.eot_ids = self._find_end_of_turn()
+        self._continuation_tools = self.tools
+        probe = [{"role": "tool", "content": "T"}, {"role": "user", "content": "U2"}]
+        if self.tools and self._continuation_text(probe) == self._continuation_text(probe, tools=None):
+            self._continuation_tools = None  # proven not to affect what follows a turn: skip re-rendering schemas
 
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+    def render(
+        self, messages: Sequence[Message], *, add_generation_prompt: bool, tools: Sequence[dict] | None | str = "all"
+    ) -> str:
         return self.tokenizer.apply_chat_template(
             list(messages),
-            tools=self.tools,
+            tools=self.tools if tools == "all" else tools,
             tokenize=False,
             add_generation_prompt=add_generation_prompt,
             **self.template_kwargs,
@@ -103,8 +109,9 @@ class ChatTemplate:
         """The continuation tokenized on its own, for boundaries :meth:`continuation_ids` cannot prove."""
         return self.encode(self._continuation_text(new_messages))
 
-    def _continuation_text(self, new_messages: Sequence[Message]) -> str:
-        text = self.render([*self._anchor_messages(), *new_messages], add_generation_prompt=True)
+    def _continuation_text(self, new_messages: Sequence[Message], tools: Sequence[dict] | None | str = "cont") -> str:
+        tools = getattr(self, "_continuation_tools", self.tools) if tools == "cont" else tools
+        text = self.render([*self._anchor_messages(), *new_messages], add_generation_prompt=True, tools=tools)
         start = text.index(_PLACEHOLDER) + len(_PLACEHOLDER)
         eot_at = text.find(self.eot_text, start)
         if eot_at < 0:
