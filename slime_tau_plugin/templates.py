@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 Message = dict[str, Any]
 
 _PLACEHOLDER = "\u2063tau-plugin-placeholder\u2063"
+_OWN_TOOLS: Any = object()
+"""Sentinel: render with this template's own tool schemas."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -65,14 +67,12 @@ class ChatTemplate:
         self._continuation_tools = self.tools
         probe = [{"role": "tool", "content": "T"}, {"role": "user", "content": "U2"}]
         if self.tools and self._continuation_text(probe) == self._continuation_text(probe, tools=None):
-            self._continuation_tools = None  # proven not to affect what follows a turn: skip re-rendering schemas
+            self._continuation_tools = None  # proven not to change what follows a turn: skip rendering schemas
 
-    def render(
-        self, messages: Sequence[Message], *, add_generation_prompt: bool, tools: Sequence[dict] | None | str = "all"
-    ) -> str:
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool, tools: Any = _OWN_TOOLS) -> str:
         return self.tokenizer.apply_chat_template(
             list(messages),
-            tools=self.tools if tools == "all" else tools,
+            tools=self.tools if tools is _OWN_TOOLS else tools,
             tokenize=False,
             add_generation_prompt=add_generation_prompt,
             **self.template_kwargs,
@@ -109,8 +109,9 @@ class ChatTemplate:
         """The continuation tokenized on its own, for boundaries :meth:`continuation_ids` cannot prove."""
         return self.encode(self._continuation_text(new_messages))
 
-    def _continuation_text(self, new_messages: Sequence[Message], tools: Sequence[dict] | None | str = "cont") -> str:
-        tools = getattr(self, "_continuation_tools", self.tools) if tools == "cont" else tools
+    def _continuation_text(self, new_messages: Sequence[Message], tools: Any = _OWN_TOOLS) -> str:
+        if tools is _OWN_TOOLS:
+            tools = getattr(self, "_continuation_tools", self.tools)
         text = self.render([*self._anchor_messages(), *new_messages], add_generation_prompt=True, tools=tools)
         start = text.index(_PLACEHOLDER) + len(_PLACEHOLDER)
         eot_at = text.find(self.eot_text, start)

@@ -27,14 +27,8 @@ from typing import Any
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-_CHATML = (
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'system' -%}"
-    "{{- '<|im_start|>system\\n' + m.content -}}"
-    "{%- if tools -%}"
-    "{{- '\\n\\n<tools>' -}}{%- for t in tools -%}{{- '\\n' + (t | tojson) -}}{%- endfor -%}{{- '\\n</tools>' -}}"
-    "{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
+_TOOL_AND_PLAIN_TURNS = (
+    # Shared tail of the role switch: consecutive tool messages share one user turn, other roles are plain.
     "{%- elif m.role == 'tool' -%}"
     "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
     "{{- '\\n<tool_response>\\n' + m.content + '\\n</tool_response>' -}}"
@@ -43,7 +37,18 @@ _CHATML = (
     "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}"
     "{%- endif -%}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+_CHATML = (
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}"
+    "{{- '<|im_start|>system\\n' + m.content -}}"
+    "{%- if tools -%}"
+    "{{- '\\n\\n<tools>' -}}{%- for t in tools -%}{{- '\\n' + (t | tojson) -}}{%- endfor -%}{{- '\\n</tools>' -}}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    + _TOOL_AND_PLAIN_TURNS
+    + "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
 
 _THINK = (
@@ -62,15 +67,8 @@ _THINK = (
     "{{- '<think>\\n' + reasoning + '\\n</think>\\n\\n' -}}"
     "{%- endif -%}"
     "{{- content + '<|im_end|>\\n' -}}"
-    "{%- elif m.role == 'tool' -%}"
-    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
-    "{{- '\\n<tool_response>\\n' + m.content + '\\n</tool_response>' -}}"
-    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}"
-    "{%- else -%}"
-    "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
+    + _TOOL_AND_PLAIN_TURNS
+    + "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
     "{%- if enable_thinking is defined and not enable_thinking -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
     "{%- endif -%}"
 )
