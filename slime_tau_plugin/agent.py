@@ -21,6 +21,7 @@ from .blocking import run_blocking
 from .config import TauConfig
 from .envs import EnvBackend, EnvSession, EnvToolCall, TaskRef, get_backend
 from .errors import (
+    ConfigError,
     ContextLengthError,
     EnvBackendError,
     PolicyError,
@@ -269,8 +270,6 @@ def agent_factory(
     Raises:
         ConfigError: no policy URL or tokenizer path is configured, or they cannot be used.
     """
-    from .errors import ConfigError
-
     if policy is None:
         if not config.policy_url:
             raise ConfigError("no policy server: set tau_policy_url or slime's --sglang-router-ip/--sglang-router-port")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .envs.base import EnvSession, EnvToolCall
+from .errors import ConfigError
 
 STOP_MARKER = "###STOP###"
 
@@ -64,6 +65,4 @@ def make_user(kind: str, session: EnvSession, *, scripted_replies: int = 0) -> U
     """The user simulator named by config (``tau_user``)."""
     if kind == "scripted":
         return ScriptedUser(session, scripted_replies)
-    from .errors import ConfigError
-
     raise ConfigError(f"tau_user={kind!r} is unknown; expected one of scripted")
