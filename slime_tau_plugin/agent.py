@@ -145,6 +145,7 @@ class TrainableAgentMixin:
         headers: dict[str, str] | None,
     ) -> TerminationReason:
         budget = self.token_budget(sampling_params)
+        eot = st.template.eot_ids
         for turn in range(self.config.max_turns):
             max_new = budget.max_new_tokens(traj)
             if max_new < 1:
@@ -167,7 +168,6 @@ class TrainableAgentMixin:
             if continuation is None:
                 result.counters["template_fallbacks"] += 1
                 continuation = st.template.continuation_ids_unsafe(new_messages)
-            eot = st.template.eot_ids
             closing = [] if list(gen.output_ids[-len(eot) :]) == eot else eot
             ids = [*closing, *continuation]
             if not budget.fits(traj, len(ids)):

@@ -165,12 +165,22 @@ def _eval_config(paths: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _oracle_server(ns: argparse.Namespace, tokenizer: Any, port: int = 0, latency_s: float = 0.0):
+def _policy_server(
+    ns: argparse.Namespace,
+    tokenizer: Any,
+    *,
+    context_len: int,
+    tool_call_format: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    latency_s: float = 0.0,
+) -> Any:
+    """Our SGLang-protocol server with the policy ``ns.policy`` names (oracle, scripted or echo)."""
     from .envs import get_backend
     from .server import PolicyServer
     from .server_policies import EchoPolicy, OraclePolicy, ScriptedPolicy
 
-    kind = getattr(ns, "policy", "oracle")
+    kind = ns.policy
     if kind == "echo":
         policy = EchoPolicy(tokenizer)
     elif kind == "scripted":
@@ -183,16 +193,23 @@ def _oracle_server(ns: argparse.Namespace, tokenizer: Any, port: int = 0, latenc
     else:
         backend = get_backend(ns.benchmark)
         scripts = [backend.script(ref) for ref in backend.task_refs(ns.domain, ns.split)]
-        policy = OraclePolicy(tokenizer, scripts, getattr(ns, "tool_call_format", "qwen25"))
-    host = getattr(ns, "host", "127.0.0.1")
-    return PolicyServer(policy, host=host, port=port, latency_s=latency_s, context_len=ns.context_len)
+        policy = OraclePolicy(tokenizer, scripts, tool_call_format)
+    return PolicyServer(policy, host=host, port=port, latency_s=latency_s, context_len=context_len)
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
     from .templates import load_tokenizer
 
     tokenizer = load_tokenizer(ns.tokenizer or default_tokenizer_dir())
-    server = _oracle_server(ns, tokenizer, port=ns.port, latency_s=ns.latency_ms / 1000.0)
+    server = _policy_server(
+        ns,
+        tokenizer,
+        context_len=ns.context_len,
+        tool_call_format=ns.tool_call_format,
+        host=ns.host,
+        port=ns.port,
+        latency_s=ns.latency_ms / 1000.0,
+    )
     print(f"serving policy={ns.policy} at {server.url} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()
@@ -214,8 +231,9 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
     server = None
     url = ns.sglang_url
     if url is None:
-        ns.context_len = ns.max_context_len
-        server = _oracle_server(ns, tokenizer).start()
+        server = _policy_server(
+            ns, tokenizer, context_len=ns.max_context_len, tool_call_format=ns.tool_call_parser
+        ).start()
         url = server.url
         print(f"started the built-in {ns.policy} policy server at {url}", file=sys.stderr)
     args = SimpleNamespace(

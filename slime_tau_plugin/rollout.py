@@ -74,7 +74,7 @@ async def run_rollouts(
         sample = RolloutSample(prompt=row["index"], metadata={**row["metadata"], "trial": k})
         sample.session_id = f"{run_id}-{i}-{k}"
         async with gate:
-            await generate(args, sample, dict(sampling_params))
+            await generate(args, sample, sampling_params)  # generate() copies the dict itself
         if on_done is not None:
             on_done(sample)
         return sample

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .envs.base import TaskScript
+from .errors import ConfigError
 from .server import PolicyOutput
 from .templates import ChatTemplate
 
@@ -26,7 +27,7 @@ def format_tool_call(name: str, arguments: dict[str, Any], fmt: str = "qwen25") 
     if fmt in ("qwen25", "qwen", "hermes"):
         payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
         return f"<tool_call>\n{payload}\n</tool_call>"
-    raise ValueError(f"the oracle cannot write tool calls in format {fmt!r}; supported: qwen25, qwen, hermes")
+    raise ConfigError(f"the oracle cannot write tool calls in format {fmt!r}; supported: qwen25, qwen, hermes")
 
 
 class _TextPolicy:

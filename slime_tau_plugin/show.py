@@ -41,15 +41,20 @@ def mask_blocks(row: dict[str, Any], decode) -> list[tuple[bool, int, str]]:
     return blocks
 
 
-def render_text(row: dict[str, Any], decode, color: bool = False) -> str:
+def headline(row: dict[str, Any]) -> str:
+    """Task, status, reward, turns and why the episode ended, on one line."""
     meta = row["metadata"]
-    prompt_len = len(row["tokens"]) - row["response_length"]
-    head = (
+    return (
         f"{meta.get('benchmark')}/{meta.get('domain')}/{meta.get('split')} task {meta.get('task_id')} | "
         f"status {row['status']} | reward {row['reward']} | turns {meta.get('num_turns')} | "
         f"ended by {meta.get('termination_reason')}"
     )
-    lines = [head, f"prompt: {prompt_len} ids (system policy + first user message), not part of the response"]
+
+
+def render_text(row: dict[str, Any], decode, color: bool = False) -> str:
+    meta = row["metadata"]
+    prompt_len = len(row["tokens"]) - row["response_length"]
+    lines = [headline(row), f"prompt: {prompt_len} ids (system policy + first user message), not part of the response"]
     if meta.get("error"):
         lines.append(f"error: {meta['error']}")
     for trainable, n, text in mask_blocks(row, decode):
@@ -67,7 +72,6 @@ def render_text(row: dict[str, Any], decode, color: bool = False) -> str:
 
 
 def render_html(row: dict[str, Any], decode) -> str:
-    text_head, *_ = render_text(row, decode).split("\n", 1)
     parts = []
     for trainable, n, text in mask_blocks(row, decode):
         cls = "model" if trainable else "ctx"
@@ -80,5 +84,5 @@ def render_html(row: dict[str, Any], decode) -> str:
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>slime-tau trajectory</title><style>{style}</style>"
-        f"</head><body><h3>{html.escape(text_head)}</h3>{''.join(parts)}</body></html>"
+        f"</head><body><h3>{html.escape(headline(row))}</h3>{''.join(parts)}</body></html>"
     )

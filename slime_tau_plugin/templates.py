@@ -111,7 +111,7 @@ class ChatTemplate:
 
     def _continuation_text(self, new_messages: Sequence[Message], tools: Any = _OWN_TOOLS) -> str:
         if tools is _OWN_TOOLS:
-            tools = getattr(self, "_continuation_tools", self.tools)
+            tools = self._continuation_tools
         text = self.render([*self._anchor_messages(), *new_messages], add_generation_prompt=True, tools=tools)
         start = text.index(_PLACEHOLDER) + len(_PLACEHOLDER)
         eot_at = text.find(self.eot_text, start)

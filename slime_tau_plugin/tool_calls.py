@@ -131,7 +131,7 @@ class ToolCallParser:
     def __init__(
         self, tools: Sequence[dict[str, Any]], parser: str = "qwen25", reasoning_parser: str | None = None
     ) -> None:
-        check_parser_names(parser)
+        check_parser_names(parser, reasoning_parser)
         function_call_parser, tool_cls, function_cls, reasoning_cls = import_sglang_parsers()
         self.tool_names = [t["function"]["name"] for t in tools]
         sgl_tools = [tool_cls(type="function", function=function_cls(**t["function"])) for t in tools]
