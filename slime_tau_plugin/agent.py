@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .blocking import run_blocking
+from .chat_client import ChatClient
 from .config import TauConfig
-from .envs import EnvBackend, EnvSession, EnvToolCall, TaskRef, get_backend
+from .envs import EnvBackend, EnvOptions, EnvSession, EnvToolCall, TaskRef, get_backend
 from .errors import (
     ConfigError,
     ContextLengthError,
@@ -32,7 +33,7 @@ from .policy import FINISH_ABORT, FINISH_LENGTH, RetryPolicy, SGLangPolicy
 from .templates import ChatTemplate, load_tokenizer
 from .tool_calls import ParsedAction, ToolCallParser, check_parser_names
 from .trajectory import TokenBudget, Trajectory
-from .users import UserSimulator, make_user
+from .users import UserSimulator, UserTurn, make_user, user_client
 
 logger = logging.getLogger(__name__)
 
@@ -88,12 +89,14 @@ class _Started:
 
 
 class TrainableAgentMixin:
-    """The multi-turn loop. The host class provides ``config``, ``policy``, ``tokenizer`` and ``backend``."""
+    """The multi-turn loop. The host class provides ``config``, ``policy``, ``tokenizer`` and ``backend``
+    (and ``user_client``, a ``ChatClient``, when ``config.user`` is ``llm``)."""
 
     config: TauConfig
     policy: SGLangPolicy
     tokenizer: Any
     backend: EnvBackend
+    user_client: ChatClient | None = None
 
     async def run_episode(
         self,
@@ -110,7 +113,9 @@ class TrainableAgentMixin:
         result.env_info = self.backend.package_version()
         rid_prefix = session_id or uuid.uuid4().hex
         try:
-            started = await self._blocking(self._start, ref, error=EnvBackendError)
+            started = await self._start(ref)
+        except UserSimulatorError as exc:
+            return self._fail(result, TerminationReason.USER_ERROR, exc, t0)
         except TauPluginError as exc:
             return self._fail(result, TerminationReason.ENV_ERROR, exc, t0)
         result.tools = started.session.tools
@@ -184,7 +189,7 @@ class TrainableAgentMixin:
             result.counters["parse_errors"] += 1
             return [{"role": "tool", "content": f"Error: {action.reason}"}], None
         if action.kind == "respond":
-            turn = await self._blocking(self._user_reply, st, action.content, error=UserSimulatorError)
+            turn = await self._user_reply(st, action.content)
             if turn.is_stop:
                 return [], TerminationReason.USER_STOP
             return [{"role": "user", "content": turn.text}], None
@@ -203,23 +208,53 @@ class TrainableAgentMixin:
         per_turn = self.config.max_tokens_per_turn or sampling_params.get("max_new_tokens") or None
         return TokenBudget(self.config.max_context_len, self.config.max_response_len, per_turn)
 
-    # --- blocking side (runs in the pool) ---------------------------------------------------------
+    # --- episode start and user turns ------------------------------------------------------------
 
-    def _start(self, ref: TaskRef) -> _Started:
-        session = self.backend.open(ref)
-        user = make_user(self.config.user, session, scripted_replies=self.config.scripted_user_replies)
-        template, parser = self._tooling(session.tools)
-        messages = [{"role": "system", "content": session.policy}, {"role": "user", "content": user.opening()}]
-        session.record_message("user", messages[1]["content"])
-        return _Started(session, user, template, parser, messages, template.prompt_ids(messages))
+    async def _start(self, ref: TaskRef) -> _Started:
+        session, template, parser = await self._blocking(self._open, ref, error=EnvBackendError)
+        user = await self._user_call(
+            make_user(
+                self.config.user,
+                session,
+                self._env_runner(EnvBackendError),
+                scripted_replies=self.config.scripted_user_replies,
+                client=self.user_client,
+            )
+        )
+        opening = await self._user_call(user.opening())
+        messages = [{"role": "system", "content": session.policy}, {"role": "user", "content": opening}]
+        session.record_message("user", opening)
+        prompt_ids = await self._blocking(template.prompt_ids, messages, error=EnvBackendError)
+        return _Started(session, user, template, parser, messages, prompt_ids)
 
-    @staticmethod
-    def _user_reply(st: _Started, text: str):
+    def _open(self, ref: TaskRef) -> tuple[EnvSession, ChatTemplate, ToolCallParser]:
+        session = self.backend.open(ref, self.env_options())
+        return (session, *self._tooling(session.tools))
+
+    def env_options(self) -> EnvOptions:
+        return EnvOptions(self.config.reward_mode, self.config.nl_assertions, self.config.judge_endpoint())
+
+    async def _user_reply(self, st: _Started, text: str) -> UserTurn:
         st.session.record_message("assistant", text)
-        turn = st.user.reply(text)
+        turn = await self._user_call(st.user.reply(text))
         if not turn.is_stop:
             st.session.record_message("user", turn.text)
         return turn
+
+    async def _user_call(self, awaitable):
+        """Await a user-simulator step; its unexpected failures become UserSimulatorError."""
+        try:
+            return await awaitable
+        except TauPluginError:
+            raise
+        except Exception as exc:
+            raise UserSimulatorError(f"user simulator failed: {type(exc).__name__}: {exc}") from exc
+
+    def _env_runner(self, error: type[TauPluginError]):
+        async def run(fn, *args):
+            return await self._blocking(fn, *args, error=error)
+
+        return run
 
     def _tooling(self, tools: list[dict[str, Any]]) -> tuple[ChatTemplate, ToolCallParser]:
         key = json.dumps(tools, sort_keys=True)
@@ -260,6 +295,7 @@ class TrainableToolCallingAgent(TrainableAgentMixin):
         self.policy = policy
         self.tokenizer = tokenizer
         self.backend = backend
+        self.user_client = user_client(config.user_endpoint())
 
 
 def agent_factory(

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .config import BENCHMARK_DOMAINS, TauConfig
+from .config import BENCHMARK_DOMAINS, NL_ASSERTION_MODES, REWARD_MODES, USER_SIMULATORS, TauConfig
 from .errors import ConfigError
 
 logger = logging.getLogger("slime_tau_plugin")
@@ -49,6 +49,20 @@ def parse_task_range(spec: str | None, total: int) -> list[int]:
             raise ConfigError(f"--tasks={spec!r}: positions must lie in 0-{total - 1}")
         picked.extend(range(start, end + 1))
     return picked
+
+
+USER_AND_REWARD_FLAGS = (
+    "user",
+    "user_base_url",
+    "user_model",
+    "user_api_key_env",
+    "reward_mode",
+    "nl_assertions",
+    "judge_base_url",
+    "judge_model",
+    "judge_api_key_env",
+)
+"""``rollout`` flags passed to ``TauConfig`` unchanged (as ``tau_<flag>``)."""
 
 
 def _add_task_args(p: argparse.ArgumentParser) -> None:
@@ -100,6 +114,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-turns", type=int, default=30)
     p.add_argument("--tool-call-parser", default="qwen25")
     p.add_argument("--reasoning-parser", default=None)
+    p.add_argument("--user", default="scripted", choices=list(USER_SIMULATORS), help="user simulator")
+    p.add_argument(
+        "--user-base-url",
+        default=None,
+        help="LLM user: OpenAI-compatible base URL (…/v1); default with --user llm: a built-in scripted chat server",
+    )
+    p.add_argument("--user-model", default=None, help="LLM user: model name at that endpoint")
+    p.add_argument("--user-api-key-env", default=None, help="LLM user: NAME of the env var holding the API key")
+    p.add_argument("--reward-mode", default="fast", choices=list(REWARD_MODES))
+    p.add_argument(
+        "--nl-assertions",
+        default="judge",
+        choices=list(NL_ASSERTION_MODES),
+        help="τ³ tasks with NL assertions: ask the judge, or exclude them from the reward",
+    )
+    p.add_argument("--judge-base-url", default=None, help="NL-assertion judge: OpenAI-compatible base URL")
+    p.add_argument("--judge-model", default=None)
+    p.add_argument("--judge-api-key-env", default=None)
     p.add_argument("--out", default="runs/latest", help="directory for samples.jsonl and summary.json")
 
     p = sub.add_parser("show", help="print one trajectory with its loss mask")
@@ -225,20 +257,16 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
 
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
     tokenizer = load_tokenizer(tokenizer_dir)
-    TauConfig(benchmark=ns.benchmark, domain=ns.domain, split=ns.split)
-    all_refs = get_backend(ns.benchmark).task_refs(ns.domain, ns.split)
-    refs = [all_refs[i] for i in parse_task_range(ns.tasks, len(all_refs))]
-    server = None
-    url = ns.sglang_url
-    if url is None:
-        server = _policy_server(
-            ns, tokenizer, context_len=ns.max_context_len, tool_call_format=ns.tool_call_parser
-        ).start()
-        url = server.url
-        print(f"started the built-in {ns.policy} policy server at {url}", file=sys.stderr)
+    user_server = None
+    if ns.user == "llm" and ns.user_base_url is None:
+        from .user_server import ChatUserServer
+
+        user_server = ChatUserServer().start()
+        ns.user_base_url, ns.user_model = user_server.base_url, ns.user_model or "scripted-user"
+        print(f"started the built-in scripted LLM-user server at {ns.user_base_url}", file=sys.stderr)
     args = SimpleNamespace(
         hf_checkpoint=tokenizer_dir,
-        tau_policy_url=url,
+        tau_policy_url=ns.sglang_url or "http://127.0.0.1:0",
         tau_benchmark=ns.benchmark,
         tau_domain=ns.domain,
         tau_split=ns.split,
@@ -247,7 +275,18 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
         tau_tool_call_parser=ns.tool_call_parser,
         tau_reasoning_parser=ns.reasoning_parser,
         tau_record_messages=True,
+        **{f"tau_{name}": getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None},
     )
+    TauConfig.from_args(args)  # bad flag combinations fail here, before any server starts
+    all_refs = get_backend(ns.benchmark).task_refs(ns.domain, ns.split)
+    refs = [all_refs[i] for i in parse_task_range(ns.tasks, len(all_refs))]
+    server = None
+    if ns.sglang_url is None:
+        server = _policy_server(
+            ns, tokenizer, context_len=ns.max_context_len, tool_call_format=ns.tool_call_parser
+        ).start()
+        args.tau_policy_url = server.url
+        print(f"started the built-in {ns.policy} policy server at {server.url}", file=sys.stderr)
     sampling = {
         "temperature": ns.temperature,
         "top_p": 1.0,
@@ -262,8 +301,9 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
     try:
         samples = asyncio.run(run_rollouts(args, refs, ns.samples_per_task, ns.concurrency, sampling, progress))
     finally:
-        if server is not None:
-            server.stop()
+        for running in (server, user_server):
+            if running is not None:
+                running.stop()
     summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
     summary["tokenizer"] = tokenizer_dir
     summary["policy"] = ns.sglang_url or f"built-in {ns.policy}"

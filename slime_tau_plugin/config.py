@@ -19,7 +19,31 @@ BENCHMARK_DOMAINS: dict[str, tuple[str, ...]] = {
     "tau1": ("airline", "retail"),
     "tau2": ("airline", "retail", "telecom"),
 }
-USER_SIMULATORS = ("scripted",)
+USER_SIMULATORS = ("scripted", "llm")
+REWARD_MODES = ("fast", "reference")
+NL_ASSERTION_MODES = ("judge", "exclude")
+
+
+@dataclass(frozen=True, slots=True)
+class LLMEndpoint:
+    """An OpenAI-compatible chat endpoint (user simulator or NL-assertion judge).
+
+    The API key is never part of config: ``api_key_env`` names the environment variable holding it.
+    """
+
+    base_url: str
+    """e.g. ``http://127.0.0.1:30001/v1`` (``/chat/completions`` is appended)."""
+    model: str
+    api_key_env: str | None = None
+    timeout_s: float = 60.0
+    """Per-request timeout."""
+    retries: int = 4
+    """Tries per request for connection errors, timeouts, 429 and 5xx."""
+    temperature: float = 0.0
+
+    @property
+    def api_key(self) -> str | None:
+        return env_secret(self.api_key_env)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +63,18 @@ class TauConfig:
     enable_thinking: bool | None = None
     """Passed to the chat template as ``enable_thinking`` when set (Qwen3)."""
     user: str = "scripted"
-    """User simulator: ``scripted`` (no LLM)."""
+    """User simulator: ``scripted`` (no LLM) or ``llm`` (an OpenAI-compatible endpoint, ``user_*`` fields)."""
+    user_base_url: str | None = None
+    """The LLM user's OpenAI-compatible base URL (e.g. ``http://host:port/v1``); required for ``user: llm``."""
+    user_model: str | None = None
+    """The LLM user's model name as the endpoint knows it."""
+    user_api_key_env: str | None = None
+    """Name of the environment variable holding the LLM user's API key (the key itself never goes in config)."""
+    user_timeout_s: float = 60.0
+    """Timeout of one user-simulator request."""
+    user_retries: int = 4
+    """Tries per user-simulator request (connection errors, timeouts, 429, 5xx) before the episode FAILS."""
+    user_temperature: float = 0.0
     scripted_user_replies: int = 0
     """How many times the scripted user answers an agent message before it stops the episode."""
     max_turns: int = 30
@@ -66,6 +101,14 @@ class TauConfig:
     """Store the chat messages and tool schemas in ``sample.metadata`` (the CLI turns this on)."""
     routing_key_header: bool = False
     """Send ``X-SMG-Routing-Key: session_id`` (on when slime's ``router_policy`` is consistent_hashing)."""
+    reward_mode: str = "fast"
+    """``fast`` (cached gold outcome; equal to τ's evaluation) or ``reference`` (τ's own evaluation, slow)."""
+    nl_assertions: str = "judge"
+    """τ³ tasks with NL assertions: ``judge`` (ask the judge) or ``exclude`` (drop them; said in metadata)."""
+    judge_base_url: str | None = None
+    """NL-assertion judge endpoint (OpenAI-compatible); None = τ's default judge model via litellm."""
+    judge_model: str | None = None
+    judge_api_key_env: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend-specific settings, passed through untouched."""
 
@@ -75,7 +118,18 @@ class TauConfig:
         check_domain(self.benchmark, self.domain)
         if self.user not in USER_SIMULATORS:
             raise ConfigError(_expected("tau_user", self.user, USER_SIMULATORS))
-        for name in ("max_turns", "max_context_len", "policy_retries", "env_workers"):
+        if self.user == "llm" and not (self.user_base_url and self.user_model):
+            raise ConfigError(
+                "tau_user=llm needs tau_user_base_url (an OpenAI-compatible base URL, e.g. http://host:8000/v1) "
+                "and tau_user_model; the API key comes from the environment variable named by tau_user_api_key_env"
+            )
+        if bool(self.judge_base_url) != bool(self.judge_model):
+            raise ConfigError("tau_judge_base_url and tau_judge_model must be set together (or neither)")
+        if self.reward_mode not in REWARD_MODES:
+            raise ConfigError(_expected("tau_reward_mode", self.reward_mode, REWARD_MODES))
+        if self.nl_assertions not in NL_ASSERTION_MODES:
+            raise ConfigError(_expected("tau_nl_assertions", self.nl_assertions, NL_ASSERTION_MODES))
+        for name in ("max_turns", "max_context_len", "policy_retries", "env_workers", "user_retries"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected an integer >= 1")
         for name in ("max_response_len", "max_tokens_per_turn"):
@@ -84,7 +138,7 @@ class TauConfig:
                 raise ConfigError(f"tau_{name}={value!r} is invalid; expected an integer >= 1 or null")
         if self.scripted_user_replies < 0:
             raise ConfigError(f"tau_scripted_user_replies={self.scripted_user_replies!r}; expected >= 0")
-        for name in ("policy_timeout_s", "env_timeout_s"):
+        for name in ("policy_timeout_s", "env_timeout_s", "user_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected seconds > 0")
 
@@ -115,11 +169,30 @@ class TauConfig:
             raise ConfigError(f"unknown TauConfig field(s) {sorted(unknown)}; expected some of {cls.field_names()}")
         return cls(**values)
 
+    def user_endpoint(self) -> LLMEndpoint | None:
+        """The LLM user's endpoint, or None for the scripted user."""
+        if self.user != "llm":
+            return None
+        return LLMEndpoint(
+            self.user_base_url or "",
+            self.user_model or "",
+            self.user_api_key_env,
+            self.user_timeout_s,
+            self.user_retries,
+            self.user_temperature,
+        )
+
+    def judge_endpoint(self) -> LLMEndpoint | None:
+        """The NL-assertion judge's endpoint, or None for τ's default judge."""
+        if not self.judge_base_url:
+            return None
+        return LLMEndpoint(self.judge_base_url, self.judge_model or "", self.judge_api_key_env)
+
     def replace(self, **changes: Any) -> TauConfig:
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
-        shown = {k: getattr(self, k) for k in self.field_names() if "key" not in k.lower()}
+        shown = {k: getattr(self, k) for k in self.field_names()}  # no secrets: keys live in env vars
         return "TauConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 

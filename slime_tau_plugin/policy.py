@@ -32,6 +32,7 @@ from .errors import (
     PolicyHTTPError,
     PolicyProtocolError,
 )
+from .loop_http import LoopBoundHTTP
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +95,7 @@ class _TransientHTTPError(PolicyHTTPError):
 
 
 class SGLangPolicy:
-    """A connection-reusing client for one SGLang server or router.
-
-    The underlying ``httpx.AsyncClient`` is created lazily inside the running loop (and re-created if
-    the loop changes), because slime runs all rollouts on one long-lived loop thread while tests and
-    the CLI create their own loops.
-    """
+    """A connection-reusing client for one SGLang server or router (see ``loop_http.py``)."""
 
     def __init__(
         self,
@@ -112,22 +108,12 @@ class SGLangPolicy:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
-        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
-        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _http(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop or self._client.is_closed:
-            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self._timeout, limits=self._limits)
-            self._loop = loop
-        return self._client
+        self._http = LoopBoundHTTP(
+            self.base_url, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), max_connections=max_connections
+        )
 
     async def aclose(self) -> None:
-        if self._client is not None and not self._client.is_closed:
-            await self._client.aclose()
-        self._client = None
+        await self._http.aclose()
 
     async def generate(
         self,
@@ -155,7 +141,7 @@ class SGLangPolicy:
 
         async def once() -> dict[str, Any]:
             try:
-                resp = await self._http().post("/generate", json=payload, headers=headers)
+                resp = await self._http.client().post("/generate", json=payload, headers=headers)
             except httpx.TimeoutException as exc:
                 raise PolicyConnectionError(f"POST {self.base_url}/generate timed out (rid={rid}): {exc!r}") from exc
             except httpx.TransportError as exc:
@@ -182,7 +168,7 @@ class SGLangPolicy:
     async def abort(self, rid: str) -> None:
         """Ask the server to stop a request; best effort."""
         try:
-            await self._http().post("/abort_request", json={"rid": rid})
+            await self._http.client().post("/abort_request", json={"rid": rid})
         except httpx.HTTPError as exc:
             logger.warning("abort of rid=%s failed: %r", rid, exc)
 

@@ -111,6 +111,14 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int, wall_s: f
             "statuses": dict(Counter(s.status.value for s in group)),
             "mean_response_tokens": sum(s.response_length for s in group) / n,
             "mean_trainable_tokens": sum(sum(s.loss_mask or []) for s in group) / n,
+            "nl_assertions_excluded": sum(1 for s in group if "nl_assertions" in (s.metadata.get("reward_info") or {})),
+            "tau_package": sorted(
+                {
+                    f"{s.metadata['tau_package']} {s.metadata.get('tau_version')}"
+                    for s in group
+                    if s.metadata.get("tau_package")
+                }
+            ),
         }
     return {"domains": domains, "samples": len(samples), "wall_s": round(wall_s, 2)}
 
@@ -127,6 +135,12 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"(errors {d['tool_errors']}) | parse errors {d['parse_errors']}",
             f"  terminations {d['terminations']} | statuses {d['statuses']}",
             f"  tokens/sample: response {d['mean_response_tokens']:.0f}, trainable {d['mean_trainable_tokens']:.0f}",
+            f"  τ package: {', '.join(d['tau_package']) or 'unknown'}",
         ]
+        if d["nl_assertions_excluded"]:
+            lines.append(
+                f"  NOTE: NL assertions were EXCLUDED from the reward of {d['nl_assertions_excluded']} samples "
+                "(--nl-assertions exclude); these rewards are not τ's full reward"
+            )
     lines.append(f"{summary['samples']} samples in {summary['wall_s']:.1f}s")
     return "\n".join(lines)

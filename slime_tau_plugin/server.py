@@ -17,16 +17,13 @@ client stored them in the right places.
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-logger = logging.getLogger(__name__)
+from .json_http import JSONServer, Reply
 
 
 class ServerFaultError(Exception):
@@ -56,8 +53,10 @@ def fake_logprob(token_id: int, position: int) -> float:
     return -(((token_id * 31 + position * 17) % 997) + 1) / 1000.0
 
 
-class PolicyServer:
+class PolicyServer(JSONServer):
     """Runs a :class:`ServerPolicy` behind SGLang's HTTP protocol in a background thread."""
+
+    name = "policy-server"
 
     def __init__(
         self,
@@ -79,32 +78,22 @@ class PolicyServer:
         """The HTTP headers of each /generate request, aligned with ``requests``."""
         self._aborted: set[str] = set()
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        super().__init__(host, port)
 
-    @property
-    def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+    def get_routes(self) -> dict[str, Callable[[], Reply]]:
+        healthy = lambda: (200, {"status": "ok"})  # noqa: E731
+        return {
+            "/health": healthy,
+            "/health_generate": healthy,
+            "/get_model_info": lambda: (200, {"model_path": type(self.policy).__name__, "is_generation": True}),
+        }
 
-    def start(self) -> PolicyServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="policy-server", daemon=True)
-        self._thread.start()
-        return self
+    def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
+        return {"/generate": self.handle_generate, "/abort_request": self._abort_route}
 
-    def serve_forever(self) -> None:
-        self._httpd.serve_forever()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def __enter__(self) -> PolicyServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _abort_route(self, body: Any, headers: dict[str, str]) -> Reply:
+        self.abort(str(body.get("rid", "")))
+        return 200, {}
 
     # --- protocol ------------------------------------------------------------------------------
 
@@ -165,53 +154,3 @@ class PolicyServer:
     def abort(self, rid: str) -> None:
         with self._lock:
             self._aborted.add(rid)
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                logger.debug("policy-server: " + fmt, *args)
-
-            def _send(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _body(self) -> Any:
-                length = int(self.headers.get("Content-Length") or 0)
-                return json.loads(self.rfile.read(length) or b"{}")
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-                if self.path in ("/health", "/health_generate"):
-                    self._send(200, {"status": "ok"})
-                elif self.path == "/get_model_info":
-                    self._send(200, {"model_path": type(server.policy).__name__, "is_generation": True})
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def do_POST(self) -> None:  # noqa: N802
-                try:
-                    body = self._body()
-                except (json.JSONDecodeError, ValueError):
-                    self._send(400, {"error": {"message": "body is not JSON"}})
-                    return
-                if self.path == "/generate":
-                    try:
-                        status, payload = server.handle_generate(body, dict(self.headers))
-                    except Exception as exc:  # a policy bug must show up as a 500, not a dead socket
-                        logger.exception("policy failed")
-                        status, payload = 500, {"error": {"message": f"{type(exc).__name__}: {exc}"}}
-                    self._send(status, payload)
-                elif self.path == "/abort_request":
-                    server.abort(str(body.get("rid", "")))
-                    self._send(200, {})
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-        return Handler

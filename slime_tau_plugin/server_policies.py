@@ -1,9 +1,10 @@
 """What the built-in policy server says: oracle, scripted and echo policies (token ids in, ids out).
 
-- ``OraclePolicy`` reads the conversation like a model would, recognises the task from the simulated
-  user's opening message, and replays the task's reference solution: each assistant-side gold action as
-  a tool call in the configured format, each user-side action as a request to the user, then a final
-  message carrying the task's expected outputs. With the scripted user it scores reward 1.0.
+- ``OraclePolicy`` reads the conversation like a model would, recognises the task from the scripted
+  user's opening message (instruction + ticket id), and replays the task's reference solution: each
+  assistant-side gold action as a tool call in the configured format, each user-side action as a
+  request to the user, then a final message carrying the task's expected outputs.
+  With the scripted user it scores reward 1.0.
 - ``ScriptedPolicy`` replays fixed texts turn by turn (fault injection: malformed calls, long replies).
 - ``EchoPolicy`` answers every turn with one short message (load tests).
 """
@@ -18,6 +19,7 @@ from .envs.base import TaskScript
 from .errors import ConfigError
 from .server import PolicyOutput
 from .templates import ChatTemplate
+from .users import scripted_opening
 
 ASK_USER = "Could you please do this on your side:"
 
@@ -54,19 +56,24 @@ class _TextPolicy:
 
 
 class OraclePolicy(_TextPolicy):
-    """Replays reference solutions; recognises tasks by the scripted user's opening message."""
+    """Replays reference solutions; recognises tasks by the scripted user's opening (which names the ticket)."""
 
     def __init__(self, tokenizer: Any, scripts: Sequence[TaskScript], tool_call_format: str = "qwen25") -> None:
         super().__init__(tokenizer)
         self._bot = format_tool_call("x", {}, tool_call_format).split("\n", 1)[0]  # also validates the format
         self.tool_call_format = tool_call_format
-        self.scripts = sorted(scripts, key=lambda s: len(s.user_instructions), reverse=True)
+        # Longest first, so an opening that contains another task's wins; the bare instruction is the
+        # fallback for users that do not name the ticket (the LLM user).
+        openings = [(scripted_opening(s), s) for s in scripts if s.user_instructions]
+        openings += [(s.user_instructions.strip(), s) for s in scripts if s.user_instructions.strip() and s.task_id]
+        self.openings = sorted(openings, key=lambda pair: len(pair[0]), reverse=True)
 
     def reply(self, text: str) -> str:
-        script = next((s for s in self.scripts if s.user_instructions and s.user_instructions in text), None)
-        if script is None:
+        found = next(((opening, s) for opening, s in self.openings if opening in text), None)
+        if found is None:
             return "I am sorry, I do not recognise this task."
-        after = text[text.index(script.user_instructions) + len(script.user_instructions) :]
+        opening, script = found
+        after = text[text.index(opening) + len(opening) :]
         step = after.count(self._bot) + after.count(ASK_USER)
         actions = script.gold_actions
         if step < len(actions):

@@ -1,22 +1,36 @@
 """User simulators: the customer side of a τ episode.
 
 A user simulator opens the conversation and answers each agent message; ``is_stop`` ends the episode
-the way τ's ``###STOP###`` does. Simulators are synchronous (they run through ``run_blocking``).
+the way τ's ``###STOP###`` does. Simulators are async: an LLM user waits on the network for most of its
+time, and thousands of them must wait together on slime's one event loop. Environment calls they make
+(τ² telecom's device tools) go through the ``blocking`` runner the episode engine hands them.
 
-``ScriptedUser`` needs no LLM: it states the task's instruction, carries out the task's user-side
-reference actions when the agent writes to it (τ² telecom's device actions), answers a fixed number
-of times, then stops. It makes CPU runs and tests deterministic; it is not a realistic customer.
+- ``ScriptedUser`` needs no LLM: it states the task's instruction, carries out the task's user-side
+  reference actions when the agent writes to it, answers a fixed number of times, then stops. It makes
+  CPU runs and tests deterministic; it is not a realistic customer.
+- ``LLMUser`` is τ's user simulator on any OpenAI-compatible endpoint: τ's own system prompt for the
+  task (``EnvSession.user_system_prompt``), roles flipped (the agent speaks as ``user``), user tools
+  run against the episode's environment, τ's stop markers end the episode.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from .envs.base import EnvSession, EnvToolCall
-from .errors import ConfigError
+from .chat_client import ChatClient
+from .config import LLMEndpoint
+from .envs.base import EnvSession, EnvToolCall, StepResult, TaskScript
+from .errors import ConfigError, UserSimulatorError
 
 STOP_MARKER = "###STOP###"
+MAX_USER_TOOL_ROUNDS = 10
+"""User tool calls in a row before the LLM user must answer the agent in words."""
+
+Blocking = Callable[..., Awaitable[Any]]
+"""``await blocking(fn, *args)`` runs synchronous τ code off the event loop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +42,18 @@ class UserTurn:
 
 
 class UserSimulator(Protocol):
-    def opening(self) -> str:
+    async def opening(self) -> str:
         """The first user message."""
 
-    def reply(self, agent_message: str) -> UserTurn:
+    async def reply(self, agent_message: str) -> UserTurn:
         """Answer one agent message."""
+
+
+def scripted_opening(script: TaskScript) -> str:
+    """The scripted user's first message: the task's instruction and, when known, its ticket id."""
+    if not script.task_id:
+        return script.user_instructions
+    return f"{script.user_instructions}\n\n(Ticket: {script.task_id})"
 
 
 class ScriptedUser:
@@ -40,20 +61,21 @@ class ScriptedUser:
 
     CONTINUE = "Yes, please go ahead and complete everything I asked for with the details I gave you."
 
-    def __init__(self, session: EnvSession, max_replies: int = 0) -> None:
+    def __init__(self, session: EnvSession, blocking: Blocking, max_replies: int = 0) -> None:
         self.session = session
+        self.blocking = blocking
         self.max_replies = max_replies
         self._replies = 0
         self._pending = [a for a in session.script.gold_actions if a.requestor == "user"]
 
-    def opening(self) -> str:
-        return self.session.script.user_instructions
+    async def opening(self) -> str:
+        return scripted_opening(self.session.script)
 
-    def reply(self, agent_message: str) -> UserTurn:
+    async def reply(self, agent_message: str) -> UserTurn:
         if self._pending:
             action = self._pending.pop(0)
             call = EnvToolCall(action.name, dict(action.arguments), f"user-{len(self._pending)}")
-            result = self.session.user_step(call)
+            result = await self.blocking(self.session.user_step, call)
             return UserTurn(f"I did {action.name} as you asked. Result: {result.content}")
         if self._replies < self.max_replies:
             self._replies += 1
@@ -61,8 +83,76 @@ class ScriptedUser:
         return UserTurn(STOP_MARKER, is_stop=True)
 
 
-def make_user(kind: str, session: EnvSession, *, scripted_replies: int = 0) -> UserSimulator:
+class LLMUser:
+    """τ's simulated customer, played by an LLM behind an OpenAI-compatible endpoint."""
+
+    def __init__(self, session: EnvSession, blocking: Blocking, client: ChatClient, system_prompt: str) -> None:
+        self.session = session
+        self.blocking = blocking
+        self.client = client
+        self.tools = session.user_tools or None
+        # The user's own view: it is the "assistant", the agent is its "user".
+        self.history: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": session.first_agent_message},
+        ]
+
+    async def opening(self) -> str:
+        turn = await self._speak()
+        if turn.is_stop:
+            raise UserSimulatorError(f"the user simulator stopped before saying anything: {turn.text[:200]!r}")
+        return turn.text
+
+    async def reply(self, agent_message: str) -> UserTurn:
+        self.history.append({"role": "user", "content": agent_message})
+        return await self._speak()
+
+    async def _speak(self) -> UserTurn:
+        """Ask the LLM until it says something (running any user tools it calls on the way)."""
+        for _ in range(MAX_USER_TOOL_ROUNDS):
+            message = await self.client.complete(self.history, self.tools)
+            calls = message.get("tool_calls") or []
+            content = message.get("content") or ""
+            if calls and self.tools:
+                self.history.append({"role": "assistant", "content": content or None, "tool_calls": calls})
+                for call in calls:
+                    result = await self._run_tool(call)
+                    self.history.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result.content})
+                continue
+            if not content.strip():
+                raise UserSimulatorError("the user simulator answered with an empty message")
+            self.history.append({"role": "assistant", "content": content})
+            return UserTurn(content, is_stop=any(m in content for m in self.session.user_stop_markers))
+        raise UserSimulatorError(f"the user simulator made {MAX_USER_TOOL_ROUNDS} rounds of tool calls in a row")
+
+    async def _run_tool(self, call: dict[str, Any]) -> StepResult:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            return StepResult(f"Error: arguments are not valid JSON: {function.get('arguments')!r}", is_error=True)
+        env_call = EnvToolCall(str(function.get("name", "")), arguments, str(call.get("id", "")))
+        return await self.blocking(self.session.user_step, env_call)
+
+
+async def make_user(
+    kind: str,
+    session: EnvSession,
+    blocking: Blocking,
+    *,
+    scripted_replies: int = 0,
+    client: ChatClient | None = None,
+) -> UserSimulator:
     """The user simulator named by config (``tau_user``)."""
     if kind == "scripted":
-        return ScriptedUser(session, scripted_replies)
-    raise ConfigError(f"tau_user={kind!r} is unknown; expected one of scripted")
+        return ScriptedUser(session, blocking, scripted_replies)
+    if kind == "llm":
+        if client is None:
+            raise ConfigError("tau_user=llm needs tau_user_base_url and tau_user_model")
+        return LLMUser(session, blocking, client, await blocking(session.user_system_prompt))
+    raise ConfigError(f"tau_user={kind!r} is unknown; expected one of scripted, llm")
+
+
+def user_client(endpoint: LLMEndpoint | None) -> ChatClient | None:
+    """The shared HTTP client for an LLM user endpoint (None for the scripted user)."""
+    return ChatClient(endpoint, what="user simulator") if endpoint is not None else None

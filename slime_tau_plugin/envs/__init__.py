@@ -10,11 +10,22 @@ import importlib
 import threading
 
 from ..errors import ConfigError
-from .base import EnvBackend, EnvSession, EnvToolCall, GoldAction, RewardResult, StepResult, TaskRef, TaskScript
+from .base import (
+    EnvBackend,
+    EnvOptions,
+    EnvSession,
+    EnvToolCall,
+    GoldAction,
+    RewardResult,
+    StepResult,
+    TaskRef,
+    TaskScript,
+)
 
 __all__ = [
     "BACKENDS",
     "EnvBackend",
+    "EnvOptions",
     "EnvSession",
     "EnvToolCall",
     "GoldAction",

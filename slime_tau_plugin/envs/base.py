@@ -74,6 +74,20 @@ class TaskScript:
     gold_actions: tuple[GoldAction, ...] = ()
     gold_outputs: tuple[str, ...] = ()
     """Strings the agent must tell the user for a full reward."""
+    task_id: str = ""
+    """Named in the scripted user's opening, so tasks with identical instructions stay distinguishable."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvOptions:
+    """Per-run choices about how episodes are scored (same for every episode of a run)."""
+
+    reward_mode: str = "fast"
+    """``fast``: cached gold outcome, same reward as τ's evaluation; ``reference``: τ's own evaluation."""
+    nl_assertions: str = "judge"
+    """``judge``: NL assertions in a task's reward basis go to the judge; ``exclude``: left out (said in metadata)."""
+    judge: Any = None
+    """An ``LLMEndpoint`` for NL-assertion judging (τ³ tasks); None = τ's default judge."""
 
 
 class EnvSession(ABC):
@@ -83,6 +97,12 @@ class EnvSession(ABC):
     """Agent tools as OpenAI function schemas."""
     policy: str
     """The domain policy / wiki: the system prompt."""
+    user_tools: list[dict[str, Any]] = []
+    """Tools the simulated user can run (τ² telecom's device tools); empty elsewhere."""
+    user_stop_markers: tuple[str, ...] = ("###STOP###",)
+    """Text that ends the episode when the simulated user says it (τ² also has transfer/out-of-scope)."""
+    first_agent_message: str = "Hi! How can I help you today?"
+    """The greeting τ's LLM user answers with its opening message."""
 
     @abstractmethod
     def step(self, call: EnvToolCall) -> StepResult:
@@ -98,7 +118,18 @@ class EnvSession(ABC):
 
     @abstractmethod
     def reward(self, termination: str) -> RewardResult:
-        """τ's reward for the episode so far; call once, at the end."""
+        """The episode's reward (equal to τ's own evaluation); call once, at the end.
+
+        ``termination`` is a ``TerminationReason`` value: only ``user_stop``/``agent_stop`` are scored.
+        """
+
+    @abstractmethod
+    def reference_reward(self, termination: str) -> RewardResult:
+        """τ's own, uncached evaluation of the same episode (slow): the parity reference."""
+
+    @abstractmethod
+    def user_system_prompt(self) -> str:
+        """The LLM user's system prompt: τ's own user-simulator guidelines with this task's instruction."""
 
     script: TaskScript
     """The task's instruction and reference solution."""
@@ -110,7 +141,7 @@ class EnvBackend(ABC):
     name: str
 
     @abstractmethod
-    def open(self, ref: TaskRef) -> EnvSession:
+    def open(self, ref: TaskRef, options: EnvOptions | None = None) -> EnvSession:
         """A fresh episode for ``ref`` (its own database, reset to the task's initial state)."""
 
     @abstractmethod

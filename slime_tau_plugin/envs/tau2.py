@@ -16,12 +16,39 @@ import uuid
 from typing import Any
 
 from ..errors import ConfigError, EnvBackendError
-from .base import EnvBackend, EnvSession, EnvToolCall, GoldAction, RewardResult, StepResult, TaskRef, TaskScript
+from .base import (
+    EnvBackend,
+    EnvOptions,
+    EnvSession,
+    EnvToolCall,
+    GoldAction,
+    RewardResult,
+    StepResult,
+    TaskRef,
+    TaskScript,
+)
+from .tau2_judge import configure_judge
+from .tau2_reward import Tau2Domain, fast_reward_info
 
 DOMAINS = ("airline", "retail", "telecom")
 TRANSFER_TOOL = "transfer_to_human_agents"
 _STOPPED = {"user_stop": "USER_STOP", "agent_stop": "USER_STOP"}
 """Our terminations that τ² scores; anything else is scored as MAX_STEPS (reward 0, as τ² does)."""
+
+
+_MODULES = (
+    "registry",
+    "data_model.message",
+    "data_model.simulation",
+    "data_model.tasks",
+    "evaluator.evaluator",
+    "evaluator.evaluator_action",
+    "evaluator.evaluator_communicate",
+    "evaluator.evaluator_nl_assertions",
+    "user.user_simulator",
+    "user.base",
+    "utils.utils",
+)
 
 
 def _import_tau2() -> dict[str, Any]:
@@ -31,29 +58,25 @@ def _import_tau2() -> dict[str, Any]:
         from loguru import logger
 
         logger.disable("tau2")
-        mods = {
-            name: importlib.import_module(f"tau2.{name}")
-            for name in (
-                "registry",
-                "data_model.message",
-                "data_model.simulation",
-                "data_model.tasks",
-                "evaluator.evaluator",
-            )
-        }
+        return {name: importlib.import_module(f"tau2.{name}") for name in _MODULES}
     except ImportError as exc:
         raise ConfigError(f"benchmark 'tau2' needs τ²: pip install 'slime-tau-plugin[tau2]' ({exc})") from exc
-    return mods
 
 
 class Tau2Session(EnvSession):
-    """One τ² episode: a fresh environment plus the message log τ²'s evaluator scores."""
+    """One τ² episode: a private environment plus the message log τ²'s evaluators score."""
 
-    def __init__(self, backend: Tau2Backend, domain: str, task: Any, env: Any, script: TaskScript) -> None:
-        self._m = backend.mods
-        self.domain, self.task, self.env, self.script = domain, task, env, script
-        self.tools = [t.openai_schema for t in env.get_tools()]
-        self.policy = env.get_policy()
+    def __init__(self, domain: Tau2Domain, task: Any, env: Any, options: EnvOptions) -> None:
+        self._m = domain.mods
+        self.domain, self.task, self.env, self.options = domain, task, env, options
+        self.script = task_script(task)
+        self.tools = domain.tools
+        self.user_tools = domain.user_tools
+        self.policy = domain.policy
+        user_base = self._m["user.base"]
+        self.user_stop_markers = tuple(
+            getattr(user_base, name) for name in ("STOP", "TRANSFER", "OUT_OF_SCOPE") if hasattr(user_base, name)
+        )
         self.messages: list[Any] = list(task.initial_state.message_history or []) if task.initial_state else []
 
     def _call(self, call: EnvToolCall, requestor: str) -> StepResult:
@@ -70,7 +93,7 @@ class Tau2Session(EnvSession):
         return self._call(call, "assistant")
 
     def user_step(self, call: EnvToolCall) -> StepResult:
-        if self.domain != "telecom":
+        if not self.user_tools:
             return super().user_step(call)
         return self._call(call, "user")
 
@@ -79,7 +102,26 @@ class Tau2Session(EnvSession):
         cls = msg.AssistantMessage if role == "assistant" else msg.UserMessage
         self.messages.append(cls(role=role, content=content))
 
+    def user_system_prompt(self) -> str:
+        tools = self.env.get_user_tools() if self.user_tools else None
+        simulator = self._m["user.user_simulator"].UserSimulator(tools=tools, instructions=self.task.user_scenario)
+        return simulator.system_prompt
+
     def reward(self, termination: str) -> RewardResult:
+        if self.options.reward_mode == "reference":
+            return self.reference_reward(termination)
+        info = fast_reward_info(
+            self.domain,
+            self.task,
+            self.env,
+            self.messages,
+            scored=termination in _STOPPED,
+            nl_assertions=self.options.nl_assertions,
+        )
+        return RewardResult(float(info.reward), reward_breakdown(info))
+
+    def reference_reward(self, termination: str) -> RewardResult:
+        """``evaluate_simulation`` itself (rebuilds environments from disk: 0.2–1 s)."""
         sim_mod, ev = self._m["data_model.simulation"], self._m["evaluator.evaluator"]
         reason = getattr(sim_mod.TerminationReason, _STOPPED.get(termination, "MAX_STEPS"))
         sim = sim_mod.SimulationRun(
@@ -91,10 +133,27 @@ class Tau2Session(EnvSession):
             termination_reason=reason,
             messages=self.messages,
         )
+        task, evaluation = self.task, ev.EvaluationType.ALL
+        if _has_nl_assertions(task):
+            if self.options.nl_assertions == "exclude":
+                task = _without_nl_assertions(task)
+            else:
+                evaluation = ev.EvaluationType.ALL_WITH_NL_ASSERTIONS
         info = ev.evaluate_simulation(
-            simulation=sim, task=self.task, evaluation_type=ev.EvaluationType.ALL, solo_mode=False, domain=self.domain
+            simulation=sim, task=task, evaluation_type=evaluation, solo_mode=False, domain=self.domain.name
         )
         return RewardResult(float(info.reward), reward_breakdown(info))
+
+
+def _has_nl_assertions(task: Any) -> bool:
+    criteria = task.evaluation_criteria
+    return criteria is not None and any(getattr(b, "value", b) == "NL_ASSERTION" for b in criteria.reward_basis)
+
+
+def _without_nl_assertions(task: Any) -> Any:
+    criteria = task.evaluation_criteria
+    basis = [b for b in criteria.reward_basis if getattr(b, "value", b) != "NL_ASSERTION"]
+    return task.model_copy(update={"evaluation_criteria": criteria.model_copy(update={"reward_basis": basis})})
 
 
 def reward_breakdown(info: Any) -> dict[str, Any]:
@@ -110,13 +169,21 @@ def reward_breakdown(info: Any) -> dict[str, Any]:
         out["env_assertions_met"] = [bool(c.met) for c in info.env_assertions]
     if info.communicate_checks:
         out["communicate_met"] = [bool(c.met) for c in info.communicate_checks]
+    if getattr(info, "nl_assertions", None):
+        out["nl_assertions_met"] = [bool(c.met) for c in info.nl_assertions]
     if info.info:
-        out["note"] = str(info.info.get("note", ""))[:200] if isinstance(info.info, dict) else str(info.info)[:200]
+        if isinstance(info.info, dict):
+            if "nl_assertions" in info.info:
+                out["nl_assertions"] = str(info.info["nl_assertions"])
+            if info.info.get("note"):
+                out["note"] = str(info.info["note"])[:200]
+        else:
+            out["note"] = str(info.info)[:200]
     return out
 
 
 class Tau2Backend(EnvBackend):
-    """Tasks load once per (domain, split); each episode gets a fresh environment."""
+    """Tasks load once per (domain, split), domains once per process; each episode gets private tables."""
 
     name = "tau2"
 
@@ -124,6 +191,7 @@ class Tau2Backend(EnvBackend):
         self.mods = _import_tau2()
         self._registry = self.mods["registry"].registry
         self._tasks: dict[tuple[str, str], dict[str, Any]] = {}
+        self._domains: dict[str, Tau2Domain] = {}
         self._lock = threading.Lock()
         self._version = _distribution_version()
 
@@ -144,6 +212,14 @@ class Tau2Backend(EnvBackend):
                 self._tasks[key] = {task.id: task for task in loaded}
             return self._tasks[key]
 
+    def domain(self, name: str) -> Tau2Domain:
+        """The process-wide cache for domain ``name`` (pristine data, tools, gold outcomes)."""
+        self._check_domain(name)
+        with self._lock:
+            if name not in self._domains:
+                self._domains[name] = Tau2Domain(self.mods, name)
+            return self._domains[name]
+
     def task_refs(self, domain: str, split: str) -> list[TaskRef]:
         return [TaskRef("tau2", domain, split, task_id) for task_id in self.tasks(domain, split)]
 
@@ -161,21 +237,17 @@ class Tau2Backend(EnvBackend):
     def script(self, ref: TaskRef) -> TaskScript:
         return task_script(self.task(ref))
 
-    def open(self, ref: TaskRef) -> Tau2Session:
-        self._check_domain(ref.domain)
+    def open(self, ref: TaskRef, options: EnvOptions | None = None) -> Tau2Session:
+        domain = self.domain(ref.domain)
         task = self.task(ref)
-        env = self._registry.get_env_constructor(ref.domain)()
-        state = task.initial_state
-        if state is not None:
-            try:
-                env.set_state(
-                    initialization_data=state.initialization_data,
-                    initialization_actions=state.initialization_actions,
-                    message_history=state.message_history or [],
-                )
-            except ValueError as exc:
-                raise EnvBackendError(f"task {ref.domain}/{ref.task_id}: initial state does not replay: {exc}") from exc
-        return Tau2Session(self, ref.domain, task, env, task_script(task))
+        options = options or EnvOptions()
+        if options.judge is not None and options.nl_assertions == "judge" and _has_nl_assertions(task):
+            configure_judge(self.mods, options.judge)
+        try:
+            env = domain.initialized_env(task)
+        except ValueError as exc:
+            raise EnvBackendError(f"task {ref.domain}/{ref.task_id}: initial state does not replay: {exc}") from exc
+        return Tau2Session(domain, task, env, options)
 
     def package_version(self) -> dict[str, str]:
         return dict(self._version)
@@ -192,7 +264,7 @@ def task_script(task: Any) -> TaskScript:
         GoldAction(a.name, dict(a.arguments or {}), a.requestor) for a in (criteria.actions or [] if criteria else [])
     )
     outputs = tuple(criteria.communicate_info or []) if criteria else ()
-    return TaskScript(str(task.user_scenario), actions, outputs)
+    return TaskScript(str(task.user_scenario), actions, outputs, str(task.id))
 
 
 def _distribution_version() -> dict[str, str]:
