@@ -101,5 +101,13 @@ class ChatUserServer(JSONServer):
         message = {"role": "assistant", "content": ""} if self.empty else self.reply(messages, body.get("tools"))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         choice = {"index": 0, "message": message, "finish_reason": finish}
-        return 200, {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "choices": [choice]}
+        words = sum(len(str(m.get("content") or "").split()) for m in messages)
+        return 200, {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or "scripted-user"),
+            "choices": [choice],
+            "usage": {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1},
+        }
 

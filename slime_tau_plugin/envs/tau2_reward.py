@@ -23,13 +23,17 @@ from .cow import cow_model, touched_dump_include
 ENV_BASES = ("DB", "ENV_ASSERTION")
 
 
-def clone_db(db: Any) -> Any:
-    """A private database: copy-on-access tables when it is made of tables, else a pickle clone."""
-    if db is None:
-        return None
-    if any(isinstance(value, dict) for value in db.__dict__.values()):
-        return cow_model(db)
-    return pickle.loads(pickle.dumps(db, protocol=pickle.HIGHEST_PROTOCOL))
+class PristineDB:
+    """A domain's pristine database and the cheapest way to hand each episode a private copy of it."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.tabular = any(isinstance(value, dict) for value in db.__dict__.values())
+        self._pickled = None if self.tabular else pickle.dumps(db, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def clone(self) -> Any:
+        """Copy-on-access tables over the pristine ones, else an unpickled copy (bytes made once)."""
+        return cow_model(self.db) if self.tabular else pickle.loads(self._pickled)
 
 
 @dataclass(slots=True)
@@ -53,6 +57,11 @@ class Tau2Domain:
         pristine = self.constructor()
         self.pristine_db = pristine.tools.db if pristine.tools is not None else None
         self.pristine_user_db = pristine.user_tools.db if pristine.user_tools is not None else None
+        self._copies = {
+            name: PristineDB(db)
+            for name, db in (("db", self.pristine_db), ("user_db", self.pristine_user_db))
+            if db is not None and name in self._params
+        }
         self.tools = [t.openai_schema for t in pristine.get_tools()]
         self.user_tools = [t.openai_schema for t in pristine.get_user_tools()] if pristine.user_tools else []
         self.policy = pristine.get_policy()
@@ -61,12 +70,7 @@ class Tau2Domain:
 
     def new_env(self) -> Any:
         """A fresh environment over private copies of the pristine databases (no disk read)."""
-        kwargs: dict[str, Any] = {}
-        if "db" in self._params and self.pristine_db is not None:
-            kwargs["db"] = clone_db(self.pristine_db)
-        if "user_db" in self._params and self.pristine_user_db is not None:
-            kwargs["user_db"] = clone_db(self.pristine_user_db)
-        return self.constructor(**kwargs)
+        return self.constructor(**{name: copy.clone() for name, copy in self._copies.items()})
 
     def initialized_env(self, task: Any) -> Any:
         """``new_env`` set to the task's initial state, as τ²'s orchestrator and evaluator set it."""

