@@ -73,6 +73,8 @@ class ChatUserServer(JSONServer):
         self.empty = empty
         self.requests: list[dict[str, Any]] = []
         """Every request body, in arrival order."""
+        self.request_headers: list[dict[str, str]] = []
+        """Each request's HTTP headers, aligned with ``requests``."""
         self._lock = threading.Lock()
         super().__init__(host, port)
 
@@ -90,6 +92,7 @@ class ChatUserServer(JSONServer):
     def complete(self, body: Any, headers: dict[str, str]) -> Reply:
         with self._lock:
             self.requests.append(body)
+            self.request_headers.append(headers)
             failing = len(self.requests) <= self.fail_first
         if self.latency_s:
             time.sleep(self.latency_s)

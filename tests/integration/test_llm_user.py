@@ -7,6 +7,7 @@ retries, timeouts, non-retryable answers, empty answers, and telecom's user-side
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -78,15 +79,28 @@ def test_64_concurrent_episodes_wait_on_the_user_together(tau2_backend, qwen25, 
     assert wall < sum(durations) / 10, (wall, sum(durations))
 
 
-def test_user_failures_are_retried_then_the_episode_completes(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, user_server):
+def test_user_failures_are_retried_then_the_episode_completes(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory, user_server, monkeypatch
+):
     policy = oracle_server_factory(qwen25, (("retail", "train"),))
     user = user_server(fail_first=2, fail_status=503)
     sample = make_samples(tau2_backend, "retail", "train", 1)[0]
-    args = llm_args(policy, qwen25_dir, user, tau_domain="retail", tau_split="train", tau_user_retries=3)
+    monkeypatch.setenv("TEST_USER_KEY", "sk-test-123")
+    args = llm_args(
+        policy,
+        qwen25_dir,
+        user,
+        tau_domain="retail",
+        tau_split="train",
+        tau_user_retries=3,
+        tau_user_api_key_env="TEST_USER_KEY",
+    )
     asyncio.run(generate(args, sample, SAMPLING))
     assert sample.status is Sample.Status.COMPLETED
     assert sample.reward == 1.0
     assert len(user.requests) == 2 + 2  # two failures, then the opening and the stop
+    assert {h.get("Authorization", h.get("authorization")) for h in user.request_headers} == {"Bearer sk-test-123"}
+    assert "sk-test-123" not in json.dumps(sample.metadata)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +114,15 @@ def test_user_failures_are_retried_then_the_episode_completes(tau2_backend, qwen
     ids=["5xx-after-retries", "4xx-not-retried", "timeout", "empty-answer"],
 )
 def test_a_failing_user_fails_the_sample_not_the_run(
-    tau2_backend, qwen25, qwen25_dir, oracle_server_factory, user_server, server_kwargs, extra, expected_requests, message
+    tau2_backend,
+    qwen25,
+    qwen25_dir,
+    oracle_server_factory,
+    user_server,
+    server_kwargs,
+    extra,
+    expected_requests,
+    message,
 ):
     policy = oracle_server_factory(qwen25, (("retail", "train"),))
     user = user_server(**server_kwargs)
