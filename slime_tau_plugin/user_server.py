@@ -3,7 +3,8 @@
 ``POST /v1/chat/completions`` answers like a user-simulator LLM would, so the real ``LLMUser`` code path
 (HTTP, retries, role flipping, user tools, stop markers) runs end to end on a CPU box:
 
-- first turn: the task scenario from τ's user system prompt (the text inside ``<scenario>...</scenario>``);
+- first turn: the task scenario from τ's user system prompt (τ²'s ``<scenario>...</scenario>``, v1's
+  ``Instruction: ...``);
 - when the agent asks it to act (``server_policies.ASK_USER`` + tool name + JSON arguments) and the user
   has tools: a ``tool_calls`` answer, then a short report of the tool's result;
 - otherwise ``max_replies`` polite confirmations, then ``###STOP###``.
@@ -24,7 +25,10 @@ from .json_http import JSONServer, Reply
 from .server_policies import ASK_USER
 
 CONTINUE = "Yes, please go ahead with everything I asked for, using the details I gave you."
-_SCENARIO = re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL)
+_SCENARIO = (
+    re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
+    re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's
+)
 _REQUEST = re.compile(re.escape(ASK_USER) + r"\s+(\w+)\s+(\{.*\})", re.DOTALL)
 
 
@@ -36,7 +40,7 @@ def scripted_user_reply(messages: list[dict[str, Any]], tools: list[dict[str, An
         return {"role": "assistant", "content": f"Done. My phone shows: {str(last.get('content'))[:300]}"}
     if own_turns == 0:
         system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
-        found = _SCENARIO.search(system)
+        found = next((m for m in (p.search(system) for p in _SCENARIO) if m), None)
         return {"role": "assistant", "content": found.group(1) if found else "Hi, I need help with my account."}
     request = _REQUEST.search(str(last.get("content") or ""))
     if request and tools:
@@ -113,4 +117,3 @@ class ChatUserServer(JSONServer):
             "choices": [choice],
             "usage": {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1},
         }
-

@@ -27,7 +27,7 @@ class CopyOnAccessDict(dict):
     def __init__(self, pristine: dict, clone: Callable[[Any], Any] = copy.deepcopy) -> None:
         super().__init__(pristine)
         self.owned: set = set()
-        """Keys whose record is this table's own (cloned on access, or written)."""
+        """Keys whose entry may differ from the pristine table (cloned on access, written or deleted)."""
         self._clone = clone
 
     def __getitem__(self, key: Any) -> Any:
@@ -45,6 +45,10 @@ class CopyOnAccessDict(dict):
         self.owned.add(key)
         dict.__setitem__(self, key, value)
 
+    def __delitem__(self, key: Any) -> None:
+        dict.__delitem__(self, key)
+        self.owned.add(key)
+
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if key in self:
             return self[key]
@@ -54,11 +58,19 @@ class CopyOnAccessDict(dict):
     def pop(self, key: Any, default: Any = _MISSING) -> Any:
         if key in self:
             value = self[key]
-            dict.__delitem__(self, key)
+            del self[key]
             return value
         if default is _MISSING:
             raise KeyError(key)
         return default
+
+    def popitem(self) -> tuple[Any, Any]:
+        key = next(reversed(self.keys()))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        self.owned.update(self.keys())
+        dict.clear(self)
 
     def update(self, other: Any = (), **kwargs: Any) -> None:
         items: Iterable = other.items() if hasattr(other, "items") else other
