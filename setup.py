@@ -38,7 +38,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
-    install_requires=["httpx>=0.27", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"],
+    install_requires=["httpx>=0.27", "certifi", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"],
     extras_require={
         "sglang": SGLANG_PARSERS,
         "tau2": TAU2,

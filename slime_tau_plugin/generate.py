@@ -81,6 +81,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 def fill_sample(args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, config: TauConfig) -> None:
     """Write an episode into slime's Sample (DESIGN §4 invariants hold on return)."""
     traj = _ensure_response(result.trajectory, tokenizer)
+    status = _STATUS_BY_TERMINATION[result.termination]
+    if status == "FAILED":  # an episode cut short by a failure must not train, even before slime drops it
+        traj = traj.without_training()
     if hasattr(sample, "append_response_tokens"):
         _reset_response(sample, traj)
         for seg in traj.segments:
@@ -97,7 +100,6 @@ def fill_sample(args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, c
         sample.loss_mask = traj.loss_mask
         sample.rollout_log_probs = traj.rollout_log_probs
     sample.response = tokenizer.decode(traj.response_ids, skip_special_tokens=False)
-    status = _STATUS_BY_TERMINATION[result.termination]
     sample.status = getattr(type(sample).Status, status)
     sample.reward = float(result.reward)
     if status == "FAILED":

@@ -55,6 +55,11 @@ class Trajectory:
         self.segments.append(Segment(tuple(ids), tuple(float(x) for x in log_probs), True, meta_info))
         self._response_len += len(ids)
 
+    def without_training(self) -> Trajectory:
+        """The same ids with nothing trainable (a failed episode keeps its tokens for inspection only)."""
+        frozen = [Segment(seg.ids, (0.0,) * len(seg.ids), False) for seg in self.segments]
+        return Trajectory(self.prompt_ids, frozen, self._response_len)
+
     def add_continuation(self, ids: Sequence[int]) -> None:
         """Append template glue, tool output or user text (mask 0, log-prob 0.0)."""
         if not ids:

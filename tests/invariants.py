@@ -27,7 +27,7 @@ def assert_sample_invariants(sample: Any) -> None:
     assert "termination_reason" in sample.metadata
     if sample.status is status_cls.FAILED:
         assert sample.remove_sample is True and sample.reward == 0.0 and sample.metadata.get("error")
-        assert sum(sample.loss_mask) == 0 or sample.metadata["termination_reason"] == "policy_error"
+        assert sum(sample.loss_mask) == 0, "a FAILED episode trains on nothing"
 
 
 def assert_tito(sample: Any, requests: list[dict[str, Any]]) -> None:

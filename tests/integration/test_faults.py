@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 
 import pytest
 
@@ -207,3 +208,65 @@ def test_unknown_tool_call_parser_names_the_valid_ones(qwen25, qwen25_dir, serve
     args = slime_args(server, qwen25_dir, tau_tool_call_parser="qwen9")
     with pytest.raises(ConfigError, match="tau_tool_call_parser='qwen9' is unknown; expected one of .*qwen25"):
         asyncio.run(generate(args, Sample(prompt=0), dict(SAMPLING)))
+
+
+def _run_with_heartbeat(args, sample) -> float:
+    """Run one episode while a 10 ms heartbeat measures the event loop's worst stall (seconds)."""
+
+    async def main() -> float:
+        lags: list[float] = []
+        done = asyncio.Event()
+
+        async def beat() -> None:
+            while not done.is_set():
+                t0 = time.perf_counter()
+                await asyncio.sleep(0.01)
+                lags.append(time.perf_counter() - t0 - 0.01)
+
+        beater = asyncio.create_task(beat())
+        await generate(args, sample, dict(SAMPLING))
+        done.set()
+        await beater
+        return max(lags)
+
+    return asyncio.run(main())
+
+
+def test_a_slow_environment_times_out_without_blocking_the_loop(tau2_backend, qwen25, qwen25_dir, serve, monkeypatch):
+    """τ² itself is made slow (its Environment, not our code): the call times out, the loop keeps running."""
+    import tau2.environment.environment as tau2_env
+
+    server = serve(ScriptedPolicy(qwen25, [GOOD_CALL, "Done."]))
+    args = slime_args(server, qwen25_dir, tau_env_timeout_s=2.0)
+    warm = make_samples(tau2_backend, "retail", "train", 1)[0]
+    asyncio.run(generate(args, warm, dict(SAMPLING)))  # one-off start-up (agent, template) off the clock
+    assert warm.status is Sample.Status.COMPLETED
+
+    real = tau2_env.Environment.get_response
+
+    def slow(self, message):
+        time.sleep(5.0)
+        return real(self, message)
+
+    monkeypatch.setattr(tau2_env.Environment, "get_response", slow)
+    sample = make_samples(tau2_backend, "retail", "train", 1)[0]
+    worst_stall = _run_with_heartbeat(args, sample)
+    assert_sample_invariants(sample)
+    assert sample.status is Sample.Status.FAILED and sample.remove_sample
+    assert sample.metadata["termination_reason"] == "env_error" and "timed out after 2.0s" in sample.metadata["error"]
+    assert worst_stall < 0.15, worst_stall
+
+
+def test_an_environment_exception_fails_the_sample_with_the_reason(
+    tau2_backend, qwen25, qwen25_dir, serve, monkeypatch
+):
+    import tau2.environment.environment as tau2_env
+
+    def broken(self, message):
+        raise RuntimeError("database connection lost")
+
+    monkeypatch.setattr(tau2_env.Environment, "get_response", broken)
+    server = serve(ScriptedPolicy(qwen25, [GOOD_CALL, "Done."]))
+    sample = run_one(tau2_backend, server, qwen25_dir, "env-exception")
+    assert sample.status is Sample.Status.FAILED and sample.reward == 0.0
+    assert "RuntimeError: database connection lost" in sample.metadata["error"]

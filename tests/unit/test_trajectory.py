@@ -167,3 +167,13 @@ def test_clamp_never_lets_prompt_plus_response_exceed_any_limit() -> None:
         assert per_turn is None or n <= per_turn, case
         hit = len(traj) == context or traj.response_length == max_response or n == per_turn
         assert hit, case  # the clamp is tight: some limit is reached exactly
+
+
+def test_without_training_keeps_ids_and_drops_every_trainable_token():
+    traj = Trajectory((1, 2))
+    traj.add_model_turn([3, 4], [-0.1, -0.2], {"id": "r"})
+    traj.add_continuation([5])
+    frozen = traj.without_training()
+    assert frozen.ids == traj.ids and frozen.response_length == 3
+    assert frozen.loss_mask == [0, 0, 0] and frozen.rollout_log_probs == [0.0, 0.0, 0.0]
+    assert traj.loss_mask == [1, 1, 0]  # the original is untouched
