@@ -6,12 +6,11 @@ both sides do the same work and both must score 1.0). Naive: ``get_env`` + ``env
 its JSON, replays the gold actions and hashes the whole database twice). Ours: ``Tau1Backend().open``,
 the same steps, ``reward``. CPU time (``time.process_time``), so a busy machine inflates it less.
 
-    python benchmarks/env_cost_tau1.py [--episodes 20]
+    python benchmarks/env_cost.py --backend tau1 [--episodes 20]
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import time
@@ -115,21 +114,3 @@ def measure(domain: str, split: str, episodes: int) -> dict[str, float]:
         "ratio_first": naive_ms / first_ms,
         "ratio": naive_ms / ours_ms,
     }
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=20, help="episodes per domain (tasks in v1's order)")
-    ns = ap.parse_args()
-    print("| τ-bench v1 set | episodes | naive ms | ours, first visit | ours, repeat | naive / ours (first, repeat) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for domain, split in (("retail", "test"), ("airline", "test")):
-        r = measure(domain, split, ns.episodes)
-        print(
-            f"| {domain}/{split} | {r['episodes']} | {r['naive_ms']:.1f} | {r['ours_first_ms']:.2f} | "
-            f"{r['ours_ms']:.2f} | {r['ratio_first']:.0f}x, {r['ratio']:.0f}x |"
-        )
-
-
-if __name__ == "__main__":
-    main()

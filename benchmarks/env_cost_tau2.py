@@ -7,12 +7,11 @@ constructor (reads its database from disk) + ``set_state`` + ``get_response`` pe
 Ours is timed twice: on each task's first episode (which also builds the task's gold outcome once) and
 on a repeat visit (RL samples each task many times per step). CPU time (``time.process_time``).
 
-    python benchmarks/env_cost_tau2.py [--episodes 20]
+    python benchmarks/env_cost.py --backend tau2 [--episodes 20]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import uuid
@@ -95,21 +94,3 @@ def measure(domain: str, split: str, episodes: int) -> dict[str, float]:
     result["ratio"] = result["naive_ms"] / result["ours_ms"]
     result["ratio_first"] = result["naive_ms"] / result["ours_first_ms"]
     return result
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=20, help="tasks per domain (each played 3 times)")
-    ns = parser.parse_args()
-    print("| τ² set | episodes | naive ms/episode | ours, first visit | ours, repeat | naive / ours (first, repeat) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for domain, split in SETS:
-        r = measure(domain, split, ns.episodes)
-        print(
-            f"| {domain}/{split} | {r['episodes']} | {r['naive_ms']:.1f} | {r['ours_first_ms']:.1f} | "
-            f"{r['ours_ms']:.1f} | {r['ratio_first']:.0f}x, {r['ratio']:.0f}x |"
-        )
-
-
-if __name__ == "__main__":
-    main()
