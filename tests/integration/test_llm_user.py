@@ -72,6 +72,7 @@ def test_64_concurrent_episodes_wait_on_the_user_together(tau2_backend, qwen25, 
         assert_sample_invariants(sample)
         assert sample.status is Sample.Status.COMPLETED, sample.metadata.get("error")
         assert sample.metadata["num_turns"] == 3
+    print(f"64 episodes: wall {wall:.2f}s, longest {max(durations):.2f}s, sum {sum(durations):.1f}s")
     assert len(user.requests) == 4 * len(samples)  # none retried
     assert sum(durations) >= 0.8 * len(samples)  # > 51 s one after another
     # About the longest episode (CPU work of 64 episodes on 2 cores stretches each of them alike).

@@ -92,6 +92,7 @@ def test_fast_reward_equals_tau2_evaluation(tau2_backend):
                 rewards[fast.reward] = rewards.get(fast.reward, 0) + 1
                 if (fast.reward, _checks(fast)) != (reference.reward, _checks(reference)):
                     mismatches.append((domain, ref.task_id, variant.name, fast, reference))
+    print(f"τ² reward parity: {episodes} episodes, rewards {rewards}, {len(mismatches)} mismatches")
     assert mismatches == []
     assert episodes >= 200
     assert rewards[1.0] >= 50 and rewards[0.0] >= 100, rewards
