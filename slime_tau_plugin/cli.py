@@ -61,6 +61,8 @@ USER_AND_REWARD_FLAGS = (
     "judge_base_url",
     "judge_model",
     "judge_api_key_env",
+    "judge_timeout_s",
+    "judge_retries",
 )
 """``rollout`` flags passed to ``TauConfig`` unchanged (as ``tau_<flag>``)."""
 
@@ -132,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-base-url", default=None, help="NL-assertion judge: OpenAI-compatible base URL")
     p.add_argument("--judge-model", default=None)
     p.add_argument("--judge-api-key-env", default=None)
+    p.add_argument("--judge-timeout-s", type=float, default=None)
+    p.add_argument("--judge-retries", type=int, default=None)
     p.add_argument("--out", default="runs/latest", help="directory for samples.jsonl and summary.json")
 
     p = sub.add_parser("show", help="print one trajectory with its loss mask")

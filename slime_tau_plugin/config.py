@@ -109,6 +109,10 @@ class TauConfig:
     """NL-assertion judge endpoint (OpenAI-compatible); None = τ's default judge model via litellm."""
     judge_model: str | None = None
     judge_api_key_env: str | None = None
+    judge_timeout_s: float = 120.0
+    """Timeout of one judge request (litellm's ``timeout``)."""
+    judge_retries: int = 4
+    """litellm's ``num_retries`` for the judge; a judge that still fails ends the episode FAILED."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend-specific settings, passed through untouched."""
 
@@ -129,7 +133,7 @@ class TauConfig:
             raise ConfigError(_expected("tau_reward_mode", self.reward_mode, REWARD_MODES))
         if self.nl_assertions not in NL_ASSERTION_MODES:
             raise ConfigError(_expected("tau_nl_assertions", self.nl_assertions, NL_ASSERTION_MODES))
-        for name in ("max_turns", "max_context_len", "policy_retries", "env_workers", "user_retries"):
+        for name in ("max_turns", "max_context_len", "policy_retries", "env_workers", "user_retries", "judge_retries"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected an integer >= 1")
         for name in ("max_response_len", "max_tokens_per_turn"):
@@ -138,7 +142,7 @@ class TauConfig:
                 raise ConfigError(f"tau_{name}={value!r} is invalid; expected an integer >= 1 or null")
         if self.scripted_user_replies < 0:
             raise ConfigError(f"tau_scripted_user_replies={self.scripted_user_replies!r}; expected >= 0")
-        for name in ("policy_timeout_s", "env_timeout_s", "user_timeout_s"):
+        for name in ("policy_timeout_s", "env_timeout_s", "user_timeout_s", "judge_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected seconds > 0")
 
@@ -186,7 +190,13 @@ class TauConfig:
         """The NL-assertion judge's endpoint, or None for τ's default judge."""
         if not self.judge_base_url:
             return None
-        return LLMEndpoint(self.judge_base_url, self.judge_model or "", self.judge_api_key_env)
+        return LLMEndpoint(
+            self.judge_base_url,
+            self.judge_model or "",
+            self.judge_api_key_env,
+            self.judge_timeout_s,
+            self.judge_retries,
+        )
 
     def replace(self, **changes: Any) -> TauConfig:
         return dataclasses.replace(self, **changes)

