@@ -76,7 +76,8 @@ class _Domain:
     name: str
     pristine: dict[str, dict]
     """The database as v1's ``load_data()`` returns it; never written after loading."""
-    tool_classes: tuple[Any, ...]
+    tools: list[dict[str, Any]]
+    """v1's tool schemas (OpenAI format), built once: every session shares this list read-only."""
     tools_map: dict[str, Any]
     terminate_tools: frozenset[str]
     wiki: str
@@ -103,7 +104,7 @@ class Tau1Session(EnvSession):
     def __init__(self, backend: Tau1Backend, ref: TaskRef, task: Any, gold: dict[str, dict], mode: str) -> None:
         self._backend, self._ref, self.task, self._gold, self._mode = backend, ref, task, gold, mode
         self._domain = backend.domain(ref.domain)
-        self.tools = [cls.get_info() for cls in self._domain.tool_classes]
+        self.tools = self._domain.tools
         self.policy = self._domain.wiki
         self.script = task_script(task, ref.task_id)
         self.data: dict[str, Any] = _episode_data(self._domain)
@@ -287,7 +288,7 @@ class Tau1Backend(EnvBackend):
                     self._domains[domain] = _Domain(
                         name=domain,
                         pristine=env.data,
-                        tool_classes=tuple(env.tools_map.values()),
+                        tools=[cls.get_info() for cls in env.tools_map.values()],
                         tools_map=dict(env.tools_map),
                         terminate_tools=frozenset(env.terminate_tools),
                         wiki=env.wiki,
