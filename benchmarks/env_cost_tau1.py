@@ -19,30 +19,9 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (imported by tau_bench) stays offline
 
 from slime_tau_plugin.envs.base import EnvToolCall, TaskRef  # noqa: E402
-from slime_tau_plugin.envs.tau1 import Tau1Backend  # noqa: E402
+from slime_tau_plugin.envs.tau1 import Tau1Backend, scripted_v1_user  # noqa: E402
 
-STOP = "###STOP###"
 _backend: Tau1Backend | None = None
-
-
-def _user_class() -> type:
-    """A v1 user that needs no LLM: v1 ships none (its ``llm`` user calls a model in its constructor)."""
-    from tau_bench.envs.user import BaseUserSimulationEnv
-
-    class StopWhenToldUser(BaseUserSimulationEnv):
-        def __init__(self) -> None:
-            self.stop_next = False
-
-        def reset(self, instruction: str | None = None) -> str:
-            return instruction or ""
-
-        def step(self, content: str) -> str:
-            return STOP if self.stop_next else "Please go on."
-
-        def get_total_cost(self) -> float:
-            return 0.0
-
-    return StopWhenToldUser
 
 
 def _final_message(outputs: list[str]) -> str:
@@ -55,7 +34,7 @@ def naive_episode(domain: str, split: str, index: int, actions: list[Any], outpu
     from tau_bench.types import Action
 
     env = get_env(domain, user_strategy="human", user_model="none", task_split=split, task_index=index)
-    env.user = _user_class()()
+    env.user = scripted_v1_user()
     env.reset(task_index=index)
     for action in actions:
         res = env.step(action)

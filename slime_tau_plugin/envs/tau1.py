@@ -17,6 +17,7 @@ and the tests check that the pristine database is unchanged after hundreds of ep
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -26,7 +27,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import REWARD_MODES
 from ..errors import ConfigError, EnvBackendError
 from .base import (
     EnvBackend,
@@ -45,6 +45,7 @@ SPLITS: dict[str, tuple[str, ...]] = {"airline": ("test",), "retail": ("train", 
 """v1 has no split listing API: these are the ``task_split`` values its env classes accept."""
 SCORED = ("user_stop", "agent_stop")
 """v1 computes a reward only when the episode is done (user ``###STOP###`` or a terminate tool)."""
+STOP = "###STOP###"
 RESPOND = "respond"
 """v1's ``RESPOND_ACTION_NAME``: how v1 logs what the agent says to the user (``{"content": text}``)."""
 _ABSENT = object()
@@ -62,6 +63,36 @@ def _import_tau1() -> dict[str, Any]:
             "benchmark 'tau1' needs τ-bench v1 (not on PyPI): pip install litellm pydantic && "
             f"pip install --no-deps <a sierra-research/tau-bench checkout> ({exc})"
         ) from exc
+
+
+@functools.cache
+def _scripted_user_class() -> type:
+    base = _import_tau1()["envs.user"].BaseUserSimulationEnv
+
+    class ScriptedV1User(base):
+        """Answers "Please go on." until ``stop_next`` is set, then ``###STOP###``."""
+
+        def __init__(self) -> None:
+            self.stop_next = False
+
+        def reset(self, instruction: str | None = None) -> str:
+            return instruction or ""
+
+        def step(self, content: str) -> str:
+            return STOP if self.stop_next else "Please go on."
+
+        def get_total_cost(self) -> float:
+            return 0.0
+
+    return ScriptedV1User
+
+
+def scripted_v1_user() -> Any:
+    """A v1 user that needs neither an LLM nor a terminal, for v1 ``Env`` objects we drive ourselves.
+
+    v1 ships none: its ``llm`` user calls a model in its constructor and its ``human`` user reads stdin.
+    """
+    return _scripted_user_class()()
 
 
 def _clone(value: Any) -> Any:
@@ -271,11 +302,13 @@ class Tau1Backend(EnvBackend):
         return SPLITS[domain]
 
     def v1_env(self, domain: str, split: str, task_index: int = 0) -> Any:
-        """A real v1 ``Env`` with a human (non-LLM) user: v1 builds its tasks, tools and data itself."""
+        """A real v1 ``Env`` (v1 builds its tasks, tools and data itself) with :func:`scripted_v1_user`."""
         self._check_split(domain, split)
-        return self.mods["envs"].get_env(
+        env = self.mods["envs"].get_env(
             domain, user_strategy="human", user_model="none", task_split=split, task_index=task_index
         )
+        env.user = scripted_v1_user()  # never stdin, even if a task's gold actions include a respond
+        return env
 
     def tasks(self, domain: str, split: str) -> list[Any]:
         """v1's task list for ``domain``/``split`` (its order), loaded once."""
@@ -335,8 +368,6 @@ class Tau1Backend(EnvBackend):
 
     def open(self, ref: TaskRef, options: EnvOptions | None = None) -> Tau1Session:
         mode = (options or EnvOptions()).reward_mode
-        if mode not in REWARD_MODES:
-            raise ConfigError(f"reward_mode={mode!r} is unknown; expected one of {', '.join(REWARD_MODES)}")
         task = self.task(ref)
         return Tau1Session(self, ref, task, self.gold(ref.domain, ref.split, task), mode)
 

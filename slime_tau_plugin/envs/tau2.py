@@ -80,10 +80,7 @@ class Tau2Session(EnvSession):
         self.domain, self.task, self.env, self.options = domain, task, env, options
         self.script = task_script(task)
         self.tools = domain.tools
-        allowed = getattr(task, "user_tools", None)
-        self.user_tools = (
-            domain.user_tools if allowed is None else [t for t in domain.user_tools if t["function"]["name"] in allowed]
-        )
+        self.user_tools = [t for t in domain.user_tools if self._user_tool_allowed(t["function"]["name"])]
         self.policy = domain.policy
         users = self._m["user.user_simulator"]
         self.user_stop_markers = tuple(getattr(users, name) for name in STOP_MARKER_NAMES if hasattr(users, name))
@@ -120,10 +117,12 @@ class Tau2Session(EnvSession):
         return simulator.system_prompt
 
     def _user_tool_objects(self) -> list[Any]:
-        """The user's tools; upstream τ³ tasks may restrict them (``Task.user_tools``)."""
+        return [t for t in self.env.get_user_tools() if self._user_tool_allowed(t.name)]
+
+    def _user_tool_allowed(self, name: str) -> bool:
+        """Upstream τ³ tasks may restrict the user's tools (``Task.user_tools``); others allow all."""
         allowed = getattr(self.task, "user_tools", None)
-        tools = self.env.get_user_tools()
-        return tools if allowed is None else [t for t in tools if t.name in set(allowed)]
+        return allowed is None or name in allowed
 
     def reward(self, termination: str) -> RewardResult:
         if self.options.reward_mode == "reference":

@@ -26,6 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (import
 pytest.importorskip("tau_bench")
 
 from slime_tau_plugin.envs.base import EnvToolCall, TaskRef  # noqa: E402
+from slime_tau_plugin.envs.tau1 import scripted_v1_user  # noqa: E402
 
 READ_PREFIXES = ("get_", "find_", "list_", "search_", "calculate", "think", "transfer_")
 VARIANTS = (
@@ -149,34 +150,13 @@ def make_plan(task: Any, variant: str, rng: random.Random, others: list[Any]) ->
     return plan
 
 
-def _scripted_user_class():
-    from tau_bench.envs.user import BaseUserSimulationEnv
-
-    class ScriptedUser(BaseUserSimulationEnv):
-        """A v1 user without an LLM: answers every agent message, stops when the driver says so."""
-
-        def __init__(self) -> None:
-            self.stop_next = False
-
-        def reset(self, instruction: str | None = None) -> str:
-            return instruction or ""
-
-        def step(self, content: str) -> str:
-            return "###STOP###" if self.stop_next else "Please go on."
-
-        def get_total_cost(self) -> float:
-            return 0.0
-
-    return ScriptedUser
-
-
 def run_v1_naive(domain: str, split: str, index: int, plan: list) -> tuple[float | None, list[str]]:
     """v1 as its own runner uses it: a fresh env, reset, step until done; the reward v1 returns."""
     from tau_bench.envs import get_env
     from tau_bench.types import Action
 
     env = get_env(domain, user_strategy="human", user_model="none", task_split=split, task_index=index)
-    env.user = _scripted_user_class()()
+    env.user = scripted_v1_user()
     env.reset(task_index=index)
     observations = []
     for kind, a, b in plan:

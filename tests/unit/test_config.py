@@ -44,3 +44,12 @@ def test_llm_user_endpoint_comes_from_slime_args_and_the_key_from_the_environmen
     assert "sk-secret" not in repr(config) and "sk-secret" not in repr(endpoint)
     assert TauConfig().user_endpoint() is None
     assert TauConfig().judge_endpoint() is None
+
+
+def test_env_options_built_directly_are_checked_too():
+    from slime_tau_plugin.envs import EnvOptions
+
+    with pytest.raises(ConfigError, match="reward_mode='cheap' is unknown; expected one of fast, reference"):
+        EnvOptions(reward_mode="cheap")
+    with pytest.raises(ConfigError, match="nl_assertions='skip' is unknown"):
+        EnvOptions(nl_assertions="skip")
