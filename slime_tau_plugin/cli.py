@@ -261,13 +261,14 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
 
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
     tokenizer = load_tokenizer(tokenizer_dir)
+    flags = {f"tau_{name}": getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None}
     user_server = None
     if ns.user == "llm" and ns.user_base_url is None:
         from .user_server import ChatUserServer
 
         user_server = ChatUserServer().start()
-        ns.user_base_url, ns.user_model = user_server.base_url, ns.user_model or "scripted-user"
-        print(f"started the built-in scripted LLM-user server at {ns.user_base_url}", file=sys.stderr)
+        flags.update(tau_user_base_url=user_server.base_url, tau_user_model=ns.user_model or "scripted-user")
+        print(f"started the built-in scripted LLM-user server at {user_server.base_url}", file=sys.stderr)
     args = SimpleNamespace(
         hf_checkpoint=tokenizer_dir,
         tau_policy_url=ns.sglang_url or "http://127.0.0.1:0",
@@ -279,7 +280,7 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
         tau_tool_call_parser=ns.tool_call_parser,
         tau_reasoning_parser=ns.reasoning_parser,
         tau_record_messages=True,
-        **{f"tau_{name}": getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None},
+        **flags,
     )
     TauConfig.from_args(args)  # bad flag combinations fail here, before any server starts
     all_refs = get_backend(ns.benchmark).task_refs(ns.domain, ns.split)
