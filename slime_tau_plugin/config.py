@@ -201,9 +201,6 @@ class TauConfig:
     def replace(self, **changes: Any) -> TauConfig:
         return dataclasses.replace(self, **changes)
 
-    def __repr__(self) -> str:
-        shown = {k: getattr(self, k) for k in self.field_names()}  # no secrets: keys live in env vars
-        return "TauConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
 def check_domain(benchmark: str, domain: str) -> None:
