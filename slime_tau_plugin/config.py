@@ -202,7 +202,6 @@ class TauConfig:
         return dataclasses.replace(self, **changes)
 
 
-
 def check_domain(benchmark: str, domain: str) -> None:
     """Raise ConfigError unless ``domain`` belongs to ``benchmark``."""
     domains = BENCHMARK_DOMAINS.get(benchmark)
