@@ -20,16 +20,16 @@ from types import SimpleNamespace
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from slime_tau_plugin.cli import default_tokenizer_dir  # noqa: E402
+from slime_tau_plugin.cli.rollout import RolloutSample  # noqa: E402
 from slime_tau_plugin.data import task_row  # noqa: E402
 from slime_tau_plugin.envs import get_backend  # noqa: E402
 from slime_tau_plugin.generate import generate  # noqa: E402
 from slime_tau_plugin.loop_http import aclose_all  # noqa: E402
-from slime_tau_plugin.rollout import RolloutSample  # noqa: E402
+from slime_tau_plugin.templates import default_tokenizer_dir  # noqa: E402
 
 USER_SERVER = """
 import sys, time
-from slime_tau_plugin.user_server import ChatUserServer
+from slime_tau_plugin.servers.chat_user_server import ChatUserServer
 ChatUserServer(latency_s=float(sys.argv[1]), max_replies=2, port=int(sys.argv[2])).start()
 print("ready", flush=True)
 time.sleep(10**6)

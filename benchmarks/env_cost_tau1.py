@@ -20,6 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (import
 
 from slime_tau_plugin.envs.base import EnvToolCall, TaskRef  # noqa: E402
 from slime_tau_plugin.envs.tau1 import Tau1Backend, scripted_v1_user  # noqa: E402
+from slime_tau_plugin.episode import TerminationReason
 
 _backend: Tau1Backend | None = None
 
@@ -51,9 +52,9 @@ def ours_episode(backend: Tau1Backend, ref: TaskRef, calls: list[EnvToolCall], o
     session = backend.open(ref)
     for call in calls:
         if session.step(call).is_done:
-            return session.reward("agent_stop").reward
+            return session.reward(TerminationReason.AGENT_STOP).reward
     session.record_message("assistant", _final_message(outputs))
-    return session.reward("user_stop").reward
+    return session.reward(TerminationReason.USER_STOP).reward
 
 
 def measure(domain: str, split: str, episodes: int) -> dict[str, float]:

@@ -20,6 +20,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from slime_tau_plugin.envs import EnvToolCall, get_backend  # noqa: E402
+from slime_tau_plugin.episode import TerminationReason
 
 SETS = (("retail", "train"), ("airline", "base"), ("telecom", "train"))
 
@@ -68,7 +69,7 @@ def our_episode(backend: Any, ref: Any) -> float:
         call = EnvToolCall(action.name, dict(action.arguments), f"c{i}")
         (session.user_step if action.requestor == "user" else session.step)(call)
     session.record_message("assistant", _final_text(script.gold_outputs))
-    return session.reward("user_stop").reward
+    return session.reward(TerminationReason.USER_STOP).reward
 
 
 def _timed(fn, *args) -> tuple[float, float]:

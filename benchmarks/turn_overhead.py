@@ -16,12 +16,11 @@ import statistics
 import time
 from types import SimpleNamespace
 
-from slime_tau_plugin.cli import default_tokenizer_dir
+from slime_tau_plugin.cli.rollout import run_rollouts
 from slime_tau_plugin.envs import get_backend
-from slime_tau_plugin.rollout import run_rollouts
-from slime_tau_plugin.server import PolicyServer
-from slime_tau_plugin.server_policies import OraclePolicy
-from slime_tau_plugin.templates import ChatTemplate, load_tokenizer
+from slime_tau_plugin.servers.fake_models import OracleModel
+from slime_tau_plugin.servers.sglang_server import SGLangServer
+from slime_tau_plugin.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer
 from slime_tau_plugin.tool_calls import ToolCallParser
 from slime_tau_plugin.trajectory import Trajectory
 
@@ -30,7 +29,7 @@ def record(tokenizer_dir: str, n_tasks: int):
     backend = get_backend("tau2")
     refs = backend.task_refs("retail", "train")[:n_tasks]
     tokenizer = load_tokenizer(tokenizer_dir)
-    with PolicyServer(OraclePolicy(tokenizer, [backend.script(r) for r in refs])) as server:
+    with SGLangServer(OracleModel(tokenizer, [backend.script(r) for r in refs])) as server:
         args = SimpleNamespace(hf_checkpoint=tokenizer_dir, tau_policy_url=server.url, tau_record_messages=True)
         return tokenizer, asyncio.run(run_rollouts(args, refs, 1, 8, {"max_new_tokens": 2048}))
 

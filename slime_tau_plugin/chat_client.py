@@ -15,7 +15,7 @@ from typing import Any
 from .config import LLMEndpoint
 from .errors import UserSimulatorError
 from .loop_http import LoopBoundHTTP, TransportError
-from .policy import RetryPolicy, retry_async
+from .retry import RetrySettings, retry_async
 
 
 class _TransientError(UserSimulatorError):
@@ -28,7 +28,7 @@ class ChatClient:
     def __init__(self, endpoint: LLMEndpoint, *, what: str = "user simulator") -> None:
         self.endpoint = endpoint
         self.what = what
-        self.retry = RetryPolicy(attempts=endpoint.retries)
+        self.retry = RetrySettings(attempts=endpoint.retries)
         self._http = LoopBoundHTTP(endpoint.base_url, timeout_s=endpoint.timeout_s)
 
     async def aclose(self) -> None:

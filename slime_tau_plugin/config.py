@@ -9,6 +9,7 @@ module reads ``os.environ`` (for API keys named by ``*_api_key_env``).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,11 +81,12 @@ class TauConfig:
     max_turns: int = 30
     """Model turns per episode before TRUNCATED."""
     max_context_len: int = 32768
-    """Prompt + response ids never exceed this (slime's ``rollout_max_context_len`` wins when set)."""
+    """Prompt + response ids never exceed this; slime's ``rollout_max_context_len`` (else
+    ``context_parallel_size * max_tokens_per_gpu``) applies when set, the tighter of the two when both are."""
     max_response_len: int | None = None
-    """Total response ids (model + tool/user text) budget; default slime's ``rollout_max_response_len``."""
+    """Optional cap on the whole response (model turns + tool/user text); None = only the context bounds it."""
     max_tokens_per_turn: int | None = None
-    """Cap on one generation; default slime's ``sampling_params['max_new_tokens']``."""
+    """Cap on one generation; default slime's ``sampling_params['max_new_tokens']`` (``--rollout-max-response-len``)."""
     policy_url: str | None = None
     """SGLang server/router base URL; default ``http://{sglang_router_ip}:{sglang_router_port}``."""
     policy_timeout_s: float = 600.0
@@ -152,15 +154,25 @@ class TauConfig:
 
     @classmethod
     def from_args(cls, args: Any, **overrides: Any) -> TauConfig:
-        """Build from slime's ``args`` (a minimal object is fine: every attribute is optional)."""
-        values: dict[str, Any] = {}
-        for name in cls.field_names():
-            if hasattr(args, f"tau_{name}"):
-                values[name] = getattr(args, f"tau_{name}")
-        if getattr(args, "rollout_max_context_len", None):
-            values["max_context_len"] = int(args.rollout_max_context_len)
-        if values.get("max_response_len") is None and getattr(args, "rollout_max_response_len", None):
-            values["max_response_len"] = int(args.rollout_max_response_len)
+        """Build from slime's ``args`` (a minimal object is fine: every attribute is optional).
+
+        Budgets follow slime's multi-turn convention (``examples/retool``): slime's
+        ``rollout_max_response_len`` is the *per-turn* cap (it arrives as ``sampling_params["max_new_tokens"]``);
+        the whole sequence is bounded by ``rollout_max_context_len``, else ``context_parallel_size *
+        max_tokens_per_gpu``, else ``tau_max_context_len`` (the tighter one when both are set); the whole
+        response is bounded only by an explicit ``tau_max_response_len``.
+
+        Raises:
+            ConfigError: a ``tau_*`` attribute is not a known key (the message names the closest one), or a
+                value is invalid.
+        """
+        fields = set(cls.field_names())
+        check_tau_keys(args, fields)
+        values: dict[str, Any] = {name: getattr(args, f"tau_{name}") for name in fields if hasattr(args, f"tau_{name}")}
+        slime_context = _slime_context_len(args)
+        if slime_context is not None:
+            explicit = values.get("max_context_len")
+            values["max_context_len"] = slime_context if explicit is None else min(int(explicit), slime_context)
         if values.get("tokenizer_path") is None and getattr(args, "hf_checkpoint", None):
             values["tokenizer_path"] = args.hf_checkpoint
         if values.get("policy_url") is None and getattr(args, "sglang_router_ip", None):
@@ -168,7 +180,7 @@ class TauConfig:
         if getattr(args, "router_policy", None) == "consistent_hashing":
             values["routing_key_header"] = True
         values.update({k: v for k, v in overrides.items() if v is not None})
-        unknown = set(values) - set(cls.field_names())
+        unknown = set(values) - fields
         if unknown:
             raise ConfigError(f"unknown TauConfig field(s) {sorted(unknown)}; expected some of {cls.field_names()}")
         return cls(**values)
@@ -200,6 +212,31 @@ class TauConfig:
 
     def replace(self, **changes: Any) -> TauConfig:
         return dataclasses.replace(self, **changes)
+
+
+def check_tau_keys(args: Any, fields: set[str]) -> None:
+    """Refuse ``tau_*`` attributes that are not config keys: a YAML typo must not silently play the default.
+
+    Raises:
+        ConfigError: naming the unknown key and the closest valid one.
+    """
+    names = [name for name in getattr(args, "__dict__", {}) if name.startswith("tau_")]
+    for name in sorted(names):
+        if name[len("tau_") :] not in fields:
+            valid = [f"tau_{f}" for f in sorted(fields)]
+            close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"valid keys: {', '.join(valid)}"
+            raise ConfigError(f"{name} is not a slime_tau_plugin setting (from --custom-config-path?); {hint}")
+
+
+def _slime_context_len(args: Any) -> int | None:
+    """slime's whole-sequence bound, as its multi-turn examples compute it; None when slime sets none."""
+    if getattr(args, "rollout_max_context_len", None):
+        return int(args.rollout_max_context_len)
+    cp, per_gpu = getattr(args, "context_parallel_size", None), getattr(args, "max_tokens_per_gpu", None)
+    if isinstance(cp, int) and isinstance(per_gpu, int) and cp > 0 and per_gpu > 0:
+        return cp * per_gpu
+    return None
 
 
 def check_domain(benchmark: str, domain: str) -> None:

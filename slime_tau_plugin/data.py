@@ -12,6 +12,8 @@ the ``metadata`` dict as ``sample.metadata``; :func:`task_ref_from_sample` turns
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from .config import TauConfig, check_domain
@@ -96,3 +98,30 @@ def leakage(train: tuple[str, str, str], evaluation: tuple[str, str, str]) -> st
                 f"{tb}/{td}/{ts} for training and {eb}/{ed}/{es} for evaluation overlap"
             )
     return None
+
+
+def write_task_rows(task_set: tuple[str, str, str], path: Path) -> Path:
+    benchmark, domain, split = task_set
+    backend = get_backend(benchmark)
+    refs = backend.task_refs(domain, split)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for i, ref in enumerate(refs):
+            full = TaskRef(ref.benchmark, ref.domain, ref.split, ref.task_id, backend.task_dump(ref))
+            fh.write(json.dumps(task_row(i, full), ensure_ascii=False) + "\n")
+    print(f"wrote {len(refs)} tasks ({benchmark}/{domain}/{split}) to {path}")
+    return path
+
+
+def eval_config_yaml(paths: list[Path]) -> str:
+    """slime ``--eval-config`` YAML: one dataset per file, played by our generate function."""
+    lines = ["eval:", "  datasets:"]
+    for path in paths:
+        lines += [
+            f"    - name: {path.stem}",
+            f"      path: {path.resolve()}",
+            "      input_key: index",
+            "      metadata_key: metadata",
+            "      custom_generate_function_path: slime_tau_plugin.generate.generate",
+        ]
+    return "\n".join(lines) + "\n"

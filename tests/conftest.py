@@ -64,16 +64,16 @@ def tau2_backend():
 @pytest.fixture(scope="session")
 def oracle_server_factory(tau2_backend):
     """Start (once per tokenizer/domain/split set) our policy server with the oracle policy."""
-    from slime_tau_plugin.server import PolicyServer
-    from slime_tau_plugin.server_policies import OraclePolicy
+    from slime_tau_plugin.servers.fake_models import OracleModel
+    from slime_tau_plugin.servers.sglang_server import SGLangServer
 
-    servers: dict[tuple, PolicyServer] = {}
+    servers: dict[tuple, SGLangServer] = {}
 
-    def start(tokenizer, sets: tuple[tuple[str, str], ...], context_len: int = 32768) -> PolicyServer:
+    def start(tokenizer, sets: tuple[tuple[str, str], ...], context_len: int = 32768) -> SGLangServer:
         key = (id(tokenizer), sets, context_len)
         if key not in servers:
             scripts = [tau2_backend.script(ref) for d, s in sets for ref in tau2_backend.task_refs(d, s)]
-            servers[key] = PolicyServer(OraclePolicy(tokenizer, scripts), context_len=context_len).start()
+            servers[key] = SGLangServer(OracleModel(tokenizer, scripts), context_len=context_len).start()
         return servers[key]
 
     yield start

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import NL_ASSERTION_MODES, REWARD_MODES
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..episode import TerminationReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +106,8 @@ class EnvSession(ABC):
 
     tools: list[dict[str, Any]]
     """Agent tools as OpenAI function schemas."""
-    policy: str
-    """The domain policy / wiki: the system prompt."""
+    agent_system_prompt: str
+    """τ's domain rules for the agent (τ²'s policy, v1's wiki): the agent's system prompt."""
     user_tools: list[dict[str, Any]] = []
     """Tools the simulated user can run (τ² telecom's device tools); empty elsewhere."""
     user_stop_markers: tuple[str, ...] = ("###STOP###",)
@@ -125,14 +128,14 @@ class EnvSession(ABC):
         return StepResult(f"Error: the user has no tool named {call.name!r}", is_error=True)
 
     @abstractmethod
-    def reward(self, termination: str) -> RewardResult:
+    def reward(self, termination: TerminationReason) -> RewardResult:
         """The episode's reward (equal to τ's own evaluation); call once, at the end.
 
-        ``termination`` is a ``TerminationReason`` value: only ``user_stop``/``agent_stop`` are scored.
+        Only terminations with ``is_scored`` earn a reward, as in τ.
         """
 
     @abstractmethod
-    def reference_reward(self, termination: str) -> RewardResult:
+    def reference_reward(self, termination: TerminationReason) -> RewardResult:
         """τ's own, uncached evaluation of the same episode (slow): the parity reference."""
 
     @abstractmethod

@@ -25,8 +25,9 @@ import os
 import pickle
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..config import check_domain
 from ..errors import ConfigError, EnvBackendError
 from .base import (
     EnvBackend,
@@ -41,10 +42,11 @@ from .base import (
 )
 from .cow import CopyOnAccessDict
 
+if TYPE_CHECKING:
+    from ..episode import TerminationReason
+
 SPLITS: dict[str, tuple[str, ...]] = {"airline": ("test",), "retail": ("train", "test", "dev")}
 """v1 has no split listing API: these are the ``task_split`` values its env classes accept."""
-SCORED = ("user_stop", "agent_stop")
-"""v1 computes a reward only when the episode is done (user ``###STOP###`` or a terminate tool)."""
 STOP = "###STOP###"
 RESPOND = "respond"
 """v1's ``RESPOND_ACTION_NAME``: how v1 logs what the agent says to the user (``{"content": text}``)."""
@@ -136,7 +138,7 @@ class Tau1Session(EnvSession):
         self._backend, self._ref, self.task, self._gold, self._mode = backend, ref, task, gold, mode
         self._domain = backend.domain(ref.domain)
         self.tools = self._domain.tools
-        self.policy = self._domain.wiki
+        self.agent_system_prompt = self._domain.wiki
         self.script = task_script(task, ref.task_id)
         self.data: dict[str, Any] = _episode_data(self._domain)
         self.actions: list[tuple[str, dict[str, Any]]] = []
@@ -160,10 +162,10 @@ class Tau1Session(EnvSession):
         if role == "assistant":
             self.actions.append((RESPOND, {"content": content}))
 
-    def reward(self, termination: str) -> RewardResult:
+    def reward(self, termination: TerminationReason) -> RewardResult:
         if self._mode == "reference":
             return self.reference_reward(termination)
-        if termination not in SCORED:
+        if not termination.is_scored:  # v1 scores only a done episode (user stop or terminate tool)
             return _unscored(termination)
         db_match = self._db_matches_gold()
         reward = 1.0 if db_match else 0.0
@@ -178,11 +180,11 @@ class Tau1Session(EnvSession):
                 reward = 0.0
             breakdown["outputs_met"] = met
             breakdown["reward_breakdown"]["r_outputs"] = 1.0 if all(met) else 0.0
-        breakdown.update(scored=True, termination=termination, reward_mode="fast")
+        breakdown.update(scored=True, termination=termination.value, reward_mode="fast")
         return RewardResult(reward, breakdown)
 
-    def reference_reward(self, termination: str) -> RewardResult:
-        if termination not in SCORED:
+    def reference_reward(self, termination: TerminationReason) -> RewardResult:
+        if not termination.is_scored:  # v1 scores only a done episode (user stop or terminate tool)
             return _unscored(termination)
         types = self._backend.mods["types"]
         index = _task_index(self._ref, len(self._backend.tasks(self._ref.domain, self._ref.split)))
@@ -194,7 +196,7 @@ class Tau1Session(EnvSession):
         env.actions = [types.Action(name=name, kwargs=kwargs) for name, kwargs in self.actions]
         result = env.calculate_reward()
         info = result.info
-        breakdown: dict[str, Any] = {"scored": True, "termination": termination, "reward_mode": "reference"}
+        breakdown: dict[str, Any] = {"scored": True, "termination": termination.value, "reward_mode": "reference"}
         if hasattr(info, "r_outputs"):
             met = [bool(info.outputs.get(output, False)) for output in self.task.outputs]
             # v1 reports only the outputs check here; the DB check is implied when it can be.
@@ -248,9 +250,9 @@ class Tau1Session(EnvSession):
         return base.consistent_hash(base.to_hashable(self.data)) == base.consistent_hash(base.to_hashable(gold))
 
 
-def _unscored(termination: str) -> RewardResult:
+def _unscored(termination: TerminationReason) -> RewardResult:
     note = "v1 scores an episode only when it is done (user stop or transfer); this one was cut off"
-    return RewardResult(0.0, {"scored": False, "termination": termination, "note": note})
+    return RewardResult(0.0, {"scored": False, "termination": termination.value, "note": note})
 
 
 def _task_index(ref: TaskRef, n_tasks: int) -> int:
@@ -405,8 +407,7 @@ class Tau1Backend(EnvBackend):
 
 
 def _check_domain(domain: str) -> None:
-    if domain not in SPLITS:
-        raise ConfigError(f"domain={domain!r} is unknown for tau1; expected one of {', '.join(sorted(SPLITS))}")
+    check_domain("tau1", domain)
 
 
 def _distribution_version() -> dict[str, str]:

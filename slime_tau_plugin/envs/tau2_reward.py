@@ -12,99 +12,14 @@ as ``evaluate_simulation`` combines them.
 
 from __future__ import annotations
 
-import inspect
-import pickle
-import threading
-from dataclasses import dataclass, field
+import uuid
 from typing import Any
 
-from .cow import cow_model, touched_dump_include
+from .cow import touched_dump_include
+from .tau2_data import GoldOutcome, Tau2Domain, _db, _hash
 
 ENV_BASES = ("DB", "ENV_ASSERTION")
 NL_EXCLUDED = "excluded from the reward (tau_nl_assertions: exclude)"
-
-
-class PristineDB:
-    """A domain's pristine database and the cheapest way to hand each episode a private copy of it."""
-
-    def __init__(self, db: Any) -> None:
-        self.db = db
-        self.tabular = any(isinstance(value, dict) for value in db.__dict__.values())
-        self._pickled = None if self.tabular else pickle.dumps(db, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def clone(self) -> Any:
-        """Copy-on-access tables over the pristine ones, else an unpickled copy (bytes made once)."""
-        return cow_model(self.db) if self.tabular else pickle.loads(self._pickled)
-
-
-@dataclass(slots=True)
-class GoldOutcome:
-    """A task's reference end state (built once per task and process)."""
-
-    agent_db: Any
-    user_db: Any
-    hashes: dict[str, str | None] = field(default_factory=dict)
-    """Whole-database hashes, computed only if a cheap comparison is impossible."""
-
-
-class Tau2Domain:
-    """Everything fixed for one τ² domain in this process: pristine data, tools, policy, gold outcomes."""
-
-    def __init__(self, mods: dict[str, Any], domain: str) -> None:
-        self.mods = mods
-        self.name = domain
-        self.constructor = mods["registry"].registry.get_env_constructor(domain)
-        self._params = set(inspect.signature(self.constructor).parameters)
-        pristine = self.constructor()
-        self.pristine_db = pristine.tools.db if pristine.tools is not None else None
-        self.pristine_user_db = pristine.user_tools.db if pristine.user_tools is not None else None
-        self._copies = {
-            name: PristineDB(db)
-            for name, db in (("db", self.pristine_db), ("user_db", self.pristine_user_db))
-            if db is not None and name in self._params
-        }
-        self.tools = [t.openai_schema for t in pristine.get_tools()]
-        self.user_tools = [t.openai_schema for t in pristine.get_user_tools()] if pristine.user_tools else []
-        self.policy = pristine.get_policy()
-        self._gold: dict[str, GoldOutcome] = {}
-        self._lock = threading.Lock()
-
-    def new_env(self) -> Any:
-        """A fresh environment over private copies of the pristine databases (no disk read)."""
-        return self.constructor(**{name: copy.clone() for name, copy in self._copies.items()})
-
-    def initialized_env(self, task: Any) -> Any:
-        """``new_env`` set to the task's initial state, as τ²'s orchestrator and evaluator set it."""
-        env = self.new_env()
-        state = task.initial_state
-        if state is not None:
-            env.set_state(
-                initialization_data=state.initialization_data,
-                initialization_actions=state.initialization_actions,
-                message_history=state.message_history or [],
-            )
-        return env
-
-    def gold(self, task: Any) -> GoldOutcome:
-        """The database after the task's reference actions, built as τ²'s ``EnvironmentEvaluator`` does."""
-        key = task.model_dump_json(include={"id", "initial_state", "evaluation_criteria"})
-        with self._lock:
-            cached = self._gold.get(key)
-        if cached is not None:
-            return cached
-        env = self.initialized_env(task)
-        for action in task.evaluation_criteria.actions or []:
-            try:
-                env.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
-            except Exception:  # τ² logs and ignores failing reference actions; so do we
-                pass
-        outcome = GoldOutcome(_db(env.tools), _db(env.user_tools))
-        with self._lock:
-            return self._gold.setdefault(key, outcome)
-
-    def pristine_hashes(self) -> tuple[str | None, str | None]:
-        """Hashes of the pristine databases (tests check that no episode ever changed them)."""
-        return _hash(self.mods, self.pristine_db), _hash(self.mods, self.pristine_user_db)
 
 
 def fast_reward_info(
@@ -208,9 +123,65 @@ def _same_db(domain: Tau2Domain, live: Any, gold: GoldOutcome, side: str) -> boo
     return _hash(domain.mods, live) == gold.hashes[side]
 
 
-def _db(toolkit: Any) -> Any:
-    return toolkit.db if toolkit is not None else None
+def has_nl_assertions(task: Any) -> bool:
+    criteria = task.evaluation_criteria
+    return criteria is not None and any(getattr(b, "value", b) == "NL_ASSERTION" for b in criteria.reward_basis)
 
 
-def _hash(mods: dict[str, Any], db: Any) -> str | None:
-    return mods["utils.utils"].get_dict_hash(db.model_dump()) if db is not None else None
+def without_nl_assertions(task: Any) -> Any:
+    criteria = task.evaluation_criteria
+    basis = [b for b in criteria.reward_basis if getattr(b, "value", b) != "NL_ASSERTION"]
+    return task.model_copy(update={"evaluation_criteria": criteria.model_copy(update={"reward_basis": basis})})
+
+
+def reward_breakdown(info: Any) -> dict[str, Any]:
+    """A JSON-friendly summary of τ²'s ``RewardInfo``."""
+    out: dict[str, Any] = {
+        "reward_breakdown": {getattr(k, "value", str(k)): v for k, v in (info.reward_breakdown or {}).items()},
+    }
+    if info.db_check is not None:
+        out["db_match"] = bool(info.db_check.db_match)
+    if info.action_checks:
+        out["actions_matched"] = [bool(c.action_match) for c in info.action_checks]
+    if info.env_assertions:
+        out["env_assertions_met"] = [bool(c.met) for c in info.env_assertions]
+    if info.communicate_checks:
+        out["communicate_met"] = [bool(c.met) for c in info.communicate_checks]
+    if getattr(info, "nl_assertions", None):
+        out["nl_assertions_met"] = [bool(c.met) for c in info.nl_assertions]
+    if info.info:
+        if isinstance(info.info, dict):
+            if "nl_assertions" in info.info:
+                out["nl_assertions"] = str(info.info["nl_assertions"])
+            if info.info.get("note"):
+                out["note"] = str(info.info["note"])[:200]
+        else:
+            out["note"] = str(info.info)[:200]
+    return out
+
+
+def reference_reward_info(
+    domain: Tau2Domain, task: Any, messages: list[Any], *, scored: bool, nl_assertions: str
+) -> tuple[Any, bool]:
+    """τ²'s own ``evaluate_simulation`` on the episode's messages; also says whether NL assertions were excluded."""
+    sim_mod, ev = domain.mods["data_model.simulation"], domain.mods["evaluator.evaluator"]
+    reason = sim_mod.TerminationReason.USER_STOP if scored else sim_mod.TerminationReason.MAX_STEPS
+    sim = sim_mod.SimulationRun(
+        id=uuid.uuid4().hex,
+        task_id=task.id,
+        start_time="",
+        end_time="",
+        duration=0.0,
+        termination_reason=reason,
+        messages=messages,
+    )
+    evaluation, excluded = ev.EvaluationType.ALL, False
+    if has_nl_assertions(task):
+        if nl_assertions == "exclude":
+            task, excluded = without_nl_assertions(task), True
+        else:
+            evaluation = ev.EvaluationType.ALL_WITH_NL_ASSERTIONS
+    info = ev.evaluate_simulation(
+        simulation=sim, task=task, evaluation_type=evaluation, solo_mode=False, domain=domain.name
+    )
+    return info, excluded

@@ -12,11 +12,11 @@ import time
 import httpx
 import pytest
 
-from slime_tau_plugin.cli import main, parse_task_range
+from slime_tau_plugin.cli.main import main, parse_task_range
+from slime_tau_plugin.cli.rollout import RolloutSample, pass_hat_k, summarize
 from slime_tau_plugin.config import TauConfig
 from slime_tau_plugin.data import leakage, task_ref_from_sample
 from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.rollout import RolloutSample, pass_hat_k, summarize
 from tests.invariants import assert_sample_invariants
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from slime_tau_plugin.errors import ConfigError
 from slime_tau_plugin.generate import generate
-from slime_tau_plugin.server import PolicyOutput, PolicyServer, ServerFaultError
-from slime_tau_plugin.server_policies import ScriptedPolicy, format_tool_call
+from slime_tau_plugin.servers.fake_models import ScriptedModel, format_tool_call
+from slime_tau_plugin.servers.sglang_server import ModelOutput, ServerFaultError, SGLangServer
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, requests_of, slime_args
 from tests.invariants import assert_sample_invariants, assert_tito
@@ -35,10 +35,10 @@ def run_one(tau2_backend, server, tokenizer_dir, session: str, sampling=None, **
 
 @pytest.fixture
 def serve(qwen25):
-    started: list[PolicyServer] = []
+    started: list[SGLangServer] = []
 
-    def start(policy, **kwargs) -> PolicyServer:
-        server = PolicyServer(policy, **kwargs).start()
+    def start(policy, **kwargs) -> SGLangServer:
+        server = SGLangServer(policy, **kwargs).start()
         started.append(server)
         return server
 
@@ -55,7 +55,7 @@ def test_malformed_and_unknown_calls_are_fed_back_and_counted(tau2_backend, qwen
         GOOD_CALL,
         "I could not find your account.",
     ]
-    server = serve(ScriptedPolicy(qwen25, texts))
+    server = serve(ScriptedModel(qwen25, texts))
     sample = run_one(tau2_backend, server, qwen25_dir, "malformed")
     assert_tito(sample, requests_of(server, sample))
     assert sample.status is Sample.Status.COMPLETED
@@ -69,10 +69,10 @@ def test_malformed_and_unknown_calls_are_fed_back_and_counted(tau2_backend, qwen
 
 
 def test_turn_without_end_of_turn_is_closed_by_the_template(tau2_backend, qwen25, qwen25_dir, serve):
-    class NoEotOnce(ScriptedPolicy):
+    class NoEotOnce(ScriptedModel):
         def generate(self, input_ids, sampling_params):
             out = super().generate(input_ids, sampling_params)
-            return PolicyOutput(out.ids[:-1]) if self.turn_index(self.tokenizer.decode(input_ids)) == 0 else out
+            return ModelOutput(out.ids[:-1]) if self.turn_index(self.tokenizer.decode(input_ids)) == 0 else out
 
     server = serve(NoEotOnce(qwen25, [GOOD_CALL, "Done."]))
     sample = run_one(tau2_backend, server, qwen25_dir, "noeot")
@@ -87,7 +87,7 @@ def test_turn_without_end_of_turn_is_closed_by_the_template(tau2_backend, qwen25
 
 def test_budgets_keep_every_request_inside_the_context(tau2_backend, qwen25, qwen25_dir, serve):
     context = 7000  # a few thousand ids above the retail prompt: many turns, then the budget ends it
-    server = serve(ScriptedPolicy(qwen25, [GOOD_CALL] * 50), context_len=context)
+    server = serve(ScriptedModel(qwen25, [GOOD_CALL] * 50), context_len=context)
     sample = run_one(tau2_backend, server, qwen25_dir, "budget", rollout_max_context_len=context, tau_max_turns=1000)
     for req in requests_of(server, sample):
         assert len(req["input_ids"]) + req["sampling_params"]["max_new_tokens"] <= context
@@ -99,7 +99,7 @@ def test_budgets_keep_every_request_inside_the_context(tau2_backend, qwen25, qwe
 
 def test_response_budget_and_length_finish_truncate(tau2_backend, qwen25, qwen25_dir, serve):
     long_reply = "word " * 300
-    server = serve(ScriptedPolicy(qwen25, [long_reply]))
+    server = serve(ScriptedModel(qwen25, [long_reply]))
     sample = run_one(tau2_backend, server, qwen25_dir, "length", tau_max_response_len=100)
     assert sample.status is Sample.Status.TRUNCATED
     assert sample.metadata["termination_reason"] == "length"
@@ -108,7 +108,7 @@ def test_response_budget_and_length_finish_truncate(tau2_backend, qwen25, qwen25
 
 
 def test_sampling_params_pass_through_unchanged_but_for_max_new_tokens(tau2_backend, qwen25, qwen25_dir, serve):
-    server = serve(ScriptedPolicy(qwen25, ["Hello."]))
+    server = serve(ScriptedModel(qwen25, ["Hello."]))
     params = {**SAMPLING, "custom_params": {"return_top_p_token_ids": True}, "stop_token_ids": [151645]}
     snapshot = json.loads(json.dumps(params))
     sample = run_one(tau2_backend, server, qwen25_dir, "params", sampling=params, tau_max_tokens_per_turn=64)
@@ -119,7 +119,7 @@ def test_sampling_params_pass_through_unchanged_but_for_max_new_tokens(tau2_back
 
 
 def test_consistent_hashing_sends_the_routing_key_on_every_turn(tau2_backend, qwen25, qwen25_dir, serve):
-    server = serve(ScriptedPolicy(qwen25, [GOOD_CALL, "Done."]))
+    server = serve(ScriptedModel(qwen25, [GOOD_CALL, "Done."]))
     sample = run_one(tau2_backend, server, qwen25_dir, "routing", router_policy="consistent_hashing")
     keys = [
         {k.lower(): v for k, v in h.items()}.get("x-smg-routing-key")
@@ -130,9 +130,9 @@ def test_consistent_hashing_sends_the_routing_key_on_every_turn(tau2_backend, qw
 
 
 def test_engine_abort_is_aborted(tau2_backend, qwen25, qwen25_dir, serve):
-    class Aborting(ScriptedPolicy):
+    class Aborting(ScriptedModel):
         def generate(self, input_ids, sampling_params):
-            return PolicyOutput(super().generate(input_ids, sampling_params).ids, abort=True)
+            return ModelOutput(super().generate(input_ids, sampling_params).ids, abort=True)
 
     server = serve(Aborting(qwen25, ["A long answer that gets cut."]))
     sample = run_one(tau2_backend, server, qwen25_dir, "abort")
@@ -141,7 +141,7 @@ def test_engine_abort_is_aborted(tau2_backend, qwen25, qwen25_dir, serve):
 
 
 def test_transient_5xx_is_retried_then_succeeds(tau2_backend, qwen25, qwen25_dir, serve):
-    class FlakyOnce(ScriptedPolicy):
+    class FlakyOnce(ScriptedModel):
         failures = 0
 
         def generate(self, input_ids, sampling_params):
@@ -157,7 +157,7 @@ def test_transient_5xx_is_retried_then_succeeds(tau2_backend, qwen25, qwen25_dir
 
 
 def test_persistent_5xx_fails_the_sample_without_raising(tau2_backend, qwen25, qwen25_dir, serve):
-    class Broken(ScriptedPolicy):
+    class Broken(ScriptedModel):
         def generate(self, input_ids, sampling_params):
             raise ServerFaultError(500, "CUDA error: device-side assert")
 
@@ -172,7 +172,7 @@ def test_unreachable_server_fails_the_sample(tau2_backend, qwen25, qwen25_dir, s
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = serve(ScriptedPolicy(qwen25, ["unused"]))
+    server = serve(ScriptedModel(qwen25, ["unused"]))
     sample = make_samples(tau2_backend, "retail", "train", 1)[0]
     args = slime_args(server, qwen25_dir, tau_policy_retries=1)
     args.sglang_router_port = port
@@ -182,7 +182,7 @@ def test_unreachable_server_fails_the_sample(tau2_backend, qwen25, qwen25_dir, s
 
 
 def test_unknown_task_fails_the_sample_with_the_reason(tau2_backend, qwen25, qwen25_dir, serve):
-    server = serve(ScriptedPolicy(qwen25, ["unused"]))
+    server = serve(ScriptedModel(qwen25, ["unused"]))
     sample = Sample(prompt=0, metadata={"benchmark": "tau2", "domain": "retail", "split": "train", "task_id": "9999"})
     asyncio.run(generate(slime_args(server, qwen25_dir), sample, dict(SAMPLING)))
     assert_sample_invariants(sample)
@@ -190,7 +190,7 @@ def test_unknown_task_fails_the_sample_with_the_reason(tau2_backend, qwen25, qwe
 
 
 def test_partial_rollout_is_rejected_with_a_clear_error(qwen25, qwen25_dir, serve):
-    server = serve(ScriptedPolicy(qwen25, ["unused"]))
+    server = serve(ScriptedModel(qwen25, ["unused"]))
     args = slime_args(server, qwen25_dir)
     args.partial_rollout = True
     with pytest.raises(ConfigError, match="partial-rollout"):
@@ -198,13 +198,13 @@ def test_partial_rollout_is_rejected_with_a_clear_error(qwen25, qwen25_dir, serv
 
 
 def test_unknown_domain_in_config_names_the_valid_values(qwen25, qwen25_dir, serve):
-    server = serve(ScriptedPolicy(qwen25, ["unused"]))
+    server = serve(ScriptedModel(qwen25, ["unused"]))
     with pytest.raises(ConfigError, match="airline, retail, telecom"):
         asyncio.run(generate(slime_args(server, qwen25_dir, tau_domain="retial"), Sample(prompt=0), dict(SAMPLING)))
 
 
 def test_unknown_tool_call_parser_names_the_valid_ones(qwen25, qwen25_dir, serve):
-    server = serve(ScriptedPolicy(qwen25, ["unused"]))
+    server = serve(ScriptedModel(qwen25, ["unused"]))
     args = slime_args(server, qwen25_dir, tau_tool_call_parser="qwen9")
     with pytest.raises(ConfigError, match="tau_tool_call_parser='qwen9' is unknown; expected one of .*qwen25"):
         asyncio.run(generate(args, Sample(prompt=0), dict(SAMPLING)))
@@ -236,7 +236,7 @@ def test_a_slow_environment_times_out_without_blocking_the_loop(tau2_backend, qw
     """τ² itself is made slow (its Environment, not our code): the call times out, the loop keeps running."""
     import tau2.environment.environment as tau2_env
 
-    server = serve(ScriptedPolicy(qwen25, [GOOD_CALL, "Done."]))
+    server = serve(ScriptedModel(qwen25, [GOOD_CALL, "Done."]))
     args = slime_args(server, qwen25_dir, tau_env_timeout_s=2.0)
     warm = make_samples(tau2_backend, "retail", "train", 1)[0]
     asyncio.run(generate(args, warm, dict(SAMPLING)))  # one-off start-up (agent, template) off the clock
@@ -267,7 +267,7 @@ def test_an_environment_exception_fails_the_sample_with_the_reason(
         raise RuntimeError("database connection lost")
 
     monkeypatch.setattr(tau2_env.Environment, "get_response", broken)
-    server = serve(ScriptedPolicy(qwen25, [GOOD_CALL, "Done."]))
+    server = serve(ScriptedModel(qwen25, [GOOD_CALL, "Done."]))
     sample = run_one(tau2_backend, server, qwen25_dir, "env-exception")
     assert sample.status is Sample.Status.FAILED and sample.reward == 0.0
     assert "RuntimeError: database connection lost" in sample.metadata["error"]

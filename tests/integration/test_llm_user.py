@@ -13,9 +13,9 @@ import time
 import pytest
 
 from slime_tau_plugin.generate import generate
-from slime_tau_plugin.server import PolicyServer
-from slime_tau_plugin.server_policies import EchoPolicy
-from slime_tau_plugin.user_server import ChatUserServer
+from slime_tau_plugin.servers.chat_user_server import ChatUserServer
+from slime_tau_plugin.servers.fake_models import EchoModel
+from slime_tau_plugin.servers.sglang_server import SGLangServer
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, slime_args
 from tests.invariants import assert_sample_invariants
@@ -54,7 +54,7 @@ async def _timed(args, sample) -> float:
 
 def test_64_concurrent_episodes_wait_on_the_user_together(tau2_backend, qwen25, qwen25_dir, user_server):
     """Each episode: 3 policy turns, 4 user calls of 200 ms (opening, 2 answers, stop) = >= 0.8 s alone."""
-    policy = PolicyServer(EchoPolicy(qwen25)).start()
+    policy = SGLangServer(EchoModel(qwen25)).start()
     user = user_server(latency_s=0.2, max_replies=2)
     args = llm_args(policy, qwen25_dir, user, tau_domain="retail", tau_split="train", tau_user_timeout_s=30.0)
     samples = make_samples(tau2_backend, "retail", "train", 64)

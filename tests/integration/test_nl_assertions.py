@@ -13,11 +13,12 @@ import json
 
 import pytest
 
+from slime_tau_plugin.cli.rollout import RolloutSample, format_summary, summarize
 from slime_tau_plugin.config import LLMEndpoint
 from slime_tau_plugin.envs import EnvOptions, EnvToolCall, TaskRef
+from slime_tau_plugin.episode import TerminationReason
 from slime_tau_plugin.generate import generate
-from slime_tau_plugin.rollout import RolloutSample, format_summary, summarize
-from slime_tau_plugin.user_server import ChatUserServer
+from slime_tau_plugin.servers.chat_user_server import ChatUserServer
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
 
 ASSERTION = "The agent apologises to the customer."
@@ -64,7 +65,7 @@ def test_judged_reward_equals_tau2_evaluation(tau2_backend, nl_task_ref, judge, 
     endpoint = LLMEndpoint(judge.base_url, "judge-model")
     session = play(tau2_backend, nl_task_ref, EnvOptions(judge=endpoint), apologise)
     before = len(judge.requests)
-    fast, reference = session.reward("user_stop"), session.reference_reward("user_stop")
+    fast, reference = session.reward(TerminationReason.USER_STOP), session.reference_reward(TerminationReason.USER_STOP)
     assert fast.reward == reference.reward == (1.0 if apologise else 0.0)
     assert fast.breakdown == reference.breakdown
     assert fast.breakdown["nl_assertions_met"] == [apologise]
@@ -75,7 +76,7 @@ def test_judged_reward_equals_tau2_evaluation(tau2_backend, nl_task_ref, judge, 
 def test_excluded_assertions_leave_the_reward_and_say_so(tau2_backend, nl_task_ref, judge):
     session = play(tau2_backend, nl_task_ref, EnvOptions(nl_assertions="exclude"), apologise=False)
     before = len(judge.requests)
-    fast, reference = session.reward("user_stop"), session.reference_reward("user_stop")
+    fast, reference = session.reward(TerminationReason.USER_STOP), session.reference_reward(TerminationReason.USER_STOP)
     assert fast.reward == reference.reward == 1.0
     assert "excluded" in fast.breakdown["nl_assertions"]
     assert len(judge.requests) == before
@@ -102,6 +103,6 @@ def test_a_failing_judge_fails_the_reward_call_not_the_process(tau2_backend, nl_
     judge.fail_first = len(judge.requests) + 1000
     try:
         with pytest.raises(Exception, match="500"):
-            session.reward("user_stop")
+            session.reward(TerminationReason.USER_STOP)
     finally:
         judge.fail_first = 0

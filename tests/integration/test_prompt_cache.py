@@ -17,7 +17,7 @@ def test_cached_prompt_ids_equal_the_direct_encoding_for_every_domain(tau2_backe
             session = tau2_backend.open(ref)
             template = template or ChatTemplate(tokenizer, session.tools)
             messages = [
-                {"role": "system", "content": session.policy},
+                {"role": "system", "content": session.agent_system_prompt},
                 {"role": "user", "content": session.script.user_instructions},
             ]
             direct = tokenizer.encode(template.render(messages, add_generation_prompt=True), add_special_tokens=False)

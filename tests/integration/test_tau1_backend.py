@@ -15,6 +15,7 @@ pytest.importorskip("tau_bench")
 
 from slime_tau_plugin.envs import EnvOptions, EnvToolCall, TaskRef, get_backend  # noqa: E402
 from slime_tau_plugin.envs.tau1 import Tau1Backend, Tau1Session  # noqa: E402
+from slime_tau_plugin.episode import TerminationReason
 from slime_tau_plugin.errors import ConfigError  # noqa: E402
 
 COUNTS = {("retail", "train"): 500, ("retail", "test"): 115, ("retail", "dev"): 20, ("airline", "test"): 50}
@@ -31,12 +32,12 @@ def ref(domain: str = "retail", split: str = "test", index: int = 0, task: dict 
 
 def play_oracle(session: Tau1Session) -> float:
     """Every gold action, then a message with the task's outputs: v1's reference solution."""
-    termination = "user_stop"
+    termination = TerminationReason.USER_STOP
     for i, action in enumerate(session.script.gold_actions):
         if session.step(EnvToolCall(action.name, action.arguments, f"call-{i}")).is_done:
-            termination = "agent_stop"
+            termination = TerminationReason.AGENT_STOP
             break
-    if termination == "user_stop":
+    if termination is TerminationReason.USER_STOP:
         session.record_message("assistant", "Done. " + "; ".join(session.script.gold_outputs))
     return session.reward(termination).reward
 
@@ -73,7 +74,7 @@ def test_tools_policy_and_version_are_v1s(backend: Tau1Backend) -> None:
         env = backend.v1_env(domain, backend.splits(domain)[0])
         session = backend.open(ref(domain, backend.splits(domain)[0]))
         assert session.tools == env.tools_info
-        assert session.policy == env.wiki
+        assert session.agent_system_prompt == env.wiki
         assert session.user_tools == []
     assert backend.package_version() == {"tau_package": "tau-bench", "tau_version": "0.1.0"}
 
@@ -109,8 +110,8 @@ def test_episodes_are_isolated(backend: Tau1Backend) -> None:
     a, b = backend.open(task_ref), backend.open(task_ref)
     for i, action in enumerate(a.script.gold_actions):
         a.step(EnvToolCall(action.name, action.arguments, f"a{i}"))
-    assert a.reward("user_stop").reward == 1.0
-    assert b.reward("user_stop").reward == 0.0  # a's writes are not in b's database
+    assert a.reward(TerminationReason.USER_STOP).reward == 1.0
+    assert b.reward(TerminationReason.USER_STOP).reward == 0.0  # a's writes are not in b's database
     written = {name: table.owned for name, table in a.data.items() if table.owned}
     assert written
     pristine = backend.domain("retail").pristine
@@ -157,7 +158,11 @@ def test_task_rows_round_trip(backend: Tau1Backend) -> None:
         for i, action in enumerate(backend.script(ref(index=0)).gold_actions):
             session.step(EnvToolCall(action.name, action.arguments, f"c{i}"))
         session.record_message("assistant", "Done.")
-        assert session.reward("user_stop").reward == session.reference_reward("user_stop").reward == expected
+        assert (
+            session.reward(TerminationReason.USER_STOP).reward
+            == session.reference_reward(TerminationReason.USER_STOP).reward
+            == expected
+        )
 
 
 def test_script_and_user_prompt(backend: Tau1Backend) -> None:
@@ -195,10 +200,10 @@ def test_llm_user_conversation_starts_like_v1s(backend: Tau1Backend) -> None:
 def test_unscored_terminations_get_zero(backend: Tau1Backend) -> None:
     session = backend.open(ref("retail", "test", 4))
     assert play_oracle(session) == 1.0
-    for termination in ("max_turns", "budget_exhausted", "length"):
+    for termination in (TerminationReason.MAX_TURNS, TerminationReason.BUDGET, TerminationReason.LENGTH):
         for result in (session.reward(termination), session.reference_reward(termination)):
             assert result.reward == 0.0
-            assert result.breakdown["scored"] is False and result.breakdown["termination"] == termination
+            assert result.breakdown["scored"] is False and result.breakdown["termination"] == termination.value
 
 
 def test_breakdown_and_reference_mode(backend: Tau1Backend) -> None:
@@ -207,14 +212,14 @@ def test_breakdown_and_reference_mode(backend: Tau1Backend) -> None:
     for i, action in enumerate(session.script.gold_actions):
         session.step(EnvToolCall(action.name, action.arguments, f"c{i}"))
     session.record_message("assistant", "nothing useful")
-    ref_result, own = session.reward("user_stop"), session.reference_reward("user_stop")
+    ref_result, own = session.reward(TerminationReason.USER_STOP), session.reference_reward(TerminationReason.USER_STOP)
     assert ref_result.reward == own.reward == 0.0
     assert ref_result.breakdown["reward_mode"] == "reference"
     assert own.breakdown["outputs_met"] == [False] * len(session.script.gold_outputs)
     assert own.breakdown["db_match"] is None  # v1 reports only the outputs check when a task has outputs
     plain = backend.open(with_outputs)
     assert play_oracle(plain) == 1.0
-    breakdown = plain.reward("user_stop").breakdown
+    breakdown = plain.reward(TerminationReason.USER_STOP).breakdown
     assert breakdown["db_match"] is True and all(breakdown["outputs_met"])
     assert breakdown["reward_breakdown"] == {"r_actions": 1.0, "r_outputs": 1.0}
 

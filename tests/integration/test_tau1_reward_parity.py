@@ -27,6 +27,7 @@ pytest.importorskip("tau_bench")
 
 from slime_tau_plugin.envs.base import EnvToolCall, TaskRef  # noqa: E402
 from slime_tau_plugin.envs.tau1 import scripted_v1_user  # noqa: E402
+from slime_tau_plugin.episode import TerminationReason
 
 READ_PREFIXES = ("get_", "find_", "list_", "search_", "calculate", "think", "transfer_")
 VARIANTS = (
@@ -173,18 +174,18 @@ def run_v1_naive(domain: str, split: str, index: int, plan: list) -> tuple[float
 
 def run_ours(backend: Any, ref: TaskRef, plan: list) -> tuple[float, float, list[str], dict]:
     session = backend.open(ref)
-    observations, termination = [], "max_turns"
+    observations, termination = [], TerminationReason.MAX_TURNS
     for i, (kind, a, b) in enumerate(plan):
         if kind == "tool":
             step = session.step(EnvToolCall(a, copy.deepcopy(b), f"call-{i}"))
             observations.append(step.content)
             if step.is_done:
-                termination = "agent_stop"
+                termination = TerminationReason.AGENT_STOP
                 break
         else:
             session.record_message("assistant", a)
             if kind == "stop":
-                termination = "user_stop"
+                termination = TerminationReason.USER_STOP
                 break
             session.record_message("user", "Please go on.")
     fast = session.reward(termination)

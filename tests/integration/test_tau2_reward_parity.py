@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from slime_tau_plugin.envs import EnvToolCall, GoldAction, TaskScript
+from slime_tau_plugin.episode import TerminationReason
 
 pytestmark = pytest.mark.usefixtures("tau2_backend")
 
@@ -28,7 +29,7 @@ class Variant:
     name: str
     actions: tuple[GoldAction, ...]
     say_outputs: bool = True
-    termination: str = "user_stop"
+    termination: TerminationReason = TerminationReason.USER_STOP
 
 
 def _perturb(action: GoldAction, rng: random.Random) -> GoldAction:
@@ -42,7 +43,11 @@ def _perturb(action: GoldAction, rng: random.Random) -> GoldAction:
 
 def variants(script: TaskScript, other: TaskScript, rng: random.Random) -> list[Variant]:
     gold = script.gold_actions
-    out = [Variant("gold", gold), Variant("nothing", ()), Variant("gold, unscored end", gold, termination="max_turns")]
+    out = [
+        Variant("gold", gold),
+        Variant("nothing", ()),
+        Variant("gold, unscored end", gold, termination=TerminationReason.MAX_TURNS),
+    ]
     if gold:
         drop = rng.randrange(len(gold))
         out.append(Variant("one action dropped", gold[:drop] + gold[drop + 1 :]))
@@ -105,7 +110,9 @@ def test_episodes_never_change_the_pristine_databases(tau2_backend):
         before = cache.pristine_hashes()
         for ref in tau2_backend.task_refs(domain, split)[:15]:
             script = tau2_backend.script(ref)
-            play(tau2_backend, ref, Variant("gold", script.gold_actions), script.gold_outputs).reward("user_stop")
+            play(tau2_backend, ref, Variant("gold", script.gold_actions), script.gold_outputs).reward(
+                TerminationReason.USER_STOP
+            )
         fresh = cache.constructor()
         on_disk = cache.mods["utils.utils"].get_dict_hash(fresh.tools.db.model_dump())
         assert cache.pristine_hashes() == before
@@ -118,5 +125,5 @@ def test_concurrent_episodes_of_one_task_are_isolated(tau2_backend):
     script = tau2_backend.script(ref)
     done = play(tau2_backend, ref, Variant("gold", script.gold_actions), script.gold_outputs)
     idle = play(tau2_backend, ref, Variant("nothing", ()), script.gold_outputs)
-    assert done.reward("user_stop").breakdown["db_match"] is True
-    assert idle.reward("user_stop").breakdown["db_match"] is False
+    assert done.reward(TerminationReason.USER_STOP).breakdown["db_match"] is True
+    assert idle.reward(TerminationReason.USER_STOP).breakdown["db_match"] is False

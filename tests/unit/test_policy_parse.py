@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from slime_tau_plugin.errors import ContextLengthError, PolicyHTTPError, PolicyProtocolError
-from slime_tau_plugin.policy import GenerateResult, _classify_client_error, parse_generate_response
+from slime_tau_plugin.policy import FinishReason, GenerateResult, _classify_client_error, parse_generate_response
 
 
 def _body(ids: list[int], log_probs: list[float], finish: str = "stop", **meta: Any) -> dict[str, Any]:
@@ -29,12 +29,12 @@ def test_valid_body_becomes_a_generate_result() -> None:
     assert isinstance(result, GenerateResult)
     assert result.output_ids == (5, 6, 2)
     assert result.log_probs == (-0.1, -0.2, -0.3)
-    assert result.finish_reason == "stop"
+    assert result.finish_reason is FinishReason.STOP
     assert result.meta_info["weight_version"] == "3"
 
 
 def test_length_finish_is_reported() -> None:
-    assert parse_generate_response(_body([7], [-1.0], finish="length")).finish_reason == "length"
+    assert parse_generate_response(_body([7], [-1.0], finish="length")).finish_reason is FinishReason.LENGTH
 
 
 def test_single_item_batch_body_is_unwrapped() -> None:

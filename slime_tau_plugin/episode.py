@@ -1,0 +1,125 @@
+"""The typed outcome of one episode: why it ended, what it earned, what it cost.
+
+Every front door (slime's ``generate``, the CLI, verl) and every env backend reads these types, never
+their string values: renaming a value cannot silently change how an episode is scored or labelled.
+This module imports nothing from the rest of the package except ``TaskRef``'s home (``envs.base``) and
+the trajectory, and nothing from slime, verl or τ.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .envs.base import TaskRef
+from .trajectory import Trajectory
+
+
+class SampleStatus(str, enum.Enum):
+    """A trainer-neutral sample status; member names equal slime's ``Sample.Status`` members."""
+
+    COMPLETED = "completed"
+    TRUNCATED = "truncated"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+class TerminationReason(str, enum.Enum):
+    """Why an episode ended. Values are what ``metadata["termination_reason"]`` shows."""
+
+    USER_STOP = "user_stop"
+    """The simulated user ended the conversation (τ's ``###STOP###`` and friends)."""
+    AGENT_STOP = "agent_stop"
+    """A tool call ended it (e.g. a transfer to a human agent)."""
+    MAX_TURNS = "max_turns"
+    BUDGET = "budget_exhausted"
+    """The next turn or continuation would not fit the context or response budget."""
+    LENGTH = "length"
+    """The policy hit ``max_new_tokens`` mid-turn."""
+    CONTEXT_LENGTH = "context_length"
+    """The server refused the request as too long for the model's context."""
+    ABORTED = "aborted"
+    """The engine aborted a request, or the trainer aborted the rollout between turns."""
+    ENV_ERROR = "env_error"
+    USER_ERROR = "user_error"
+    POLICY_ERROR = "policy_error"
+
+    @property
+    def is_scored(self) -> bool:
+        """τ scores only episodes the user or a terminating tool ended; any other end earns 0."""
+        return self in (TerminationReason.USER_STOP, TerminationReason.AGENT_STOP)
+
+    @property
+    def is_failure(self) -> bool:
+        """An external failure: the sample must not train (reward 0, loss mask 0, removed)."""
+        return self in (TerminationReason.ENV_ERROR, TerminationReason.USER_ERROR, TerminationReason.POLICY_ERROR)
+
+    @property
+    def status(self) -> SampleStatus:
+        """The status a trainer records (DESIGN §4)."""
+        if self.is_scored:
+            return SampleStatus.COMPLETED
+        if self.is_failure:
+            return SampleStatus.FAILED
+        if self is TerminationReason.ABORTED:
+            return SampleStatus.ABORTED
+        return SampleStatus.TRUNCATED
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeCounters:
+    """Per-episode counts an RL engineer watches (each lands in ``sample.metadata`` under its name)."""
+
+    tool_calls: int = 0
+    tool_errors: int = 0
+    """Tool calls the environment answered with an error."""
+    parse_errors: int = 0
+    """Model turns whose tool call was malformed or unknown (fed back to the model as an error)."""
+    template_fallbacks: int = 0
+    """Continuations that could not be proven prefix-safe and were rendered the unsafe way."""
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeTimings:
+    """Where an episode's wall time went (seconds; the parts overlap nothing, the rest is our own CPU)."""
+
+    policy_s: float = 0.0
+    """Waiting on ``/generate``."""
+    env_s: float = 0.0
+    """τ calls: reset, tool steps, reward."""
+    user_s: float = 0.0
+    """The user simulator (LLM calls, scripted replies, its device tools)."""
+    total_s: float = 0.0
+
+    def as_metadata(self) -> dict[str, float]:
+        return {
+            "episode_wall_s": round(self.total_s, 4),
+            "time_policy_s": round(self.policy_s, 4),
+            "time_env_s": round(self.env_s, 4),
+            "time_user_s": round(self.user_s, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeResult:
+    """Everything a front door needs to fill a training sample."""
+
+    task: TaskRef
+    termination: TerminationReason
+    trajectory: Trajectory | None
+    """None only if the episode failed before its prompt existed."""
+    reward: float = 0.0
+    reward_info: dict[str, Any] = field(default_factory=dict)
+    num_turns: int = 0
+    counters: EpisodeCounters = EpisodeCounters()
+    messages: tuple[dict[str, Any], ...] = ()
+    """The conversation as chat messages (assistant content = the model's raw text)."""
+    tools: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+    env_info: dict[str, str] = field(default_factory=dict)
+    """Which τ distribution and version scored it."""
+    timings: EpisodeTimings = EpisodeTimings()
