@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from slime_tau_plugin.cli.rollout import RolloutSample  # noqa: E402
+from slime_tau_plugin.cli.runner import RolloutSample  # noqa: E402
 from slime_tau_plugin.data import task_row  # noqa: E402
 from slime_tau_plugin.envs import get_backend  # noqa: E402
 from slime_tau_plugin.generate import generate  # noqa: E402

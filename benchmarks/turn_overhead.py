@@ -16,7 +16,7 @@ import statistics
 import time
 from types import SimpleNamespace
 
-from slime_tau_plugin.cli.rollout import run_rollouts
+from slime_tau_plugin.cli.runner import run_rollouts
 from slime_tau_plugin.envs import get_backend
 from slime_tau_plugin.servers.fake_models import OracleModel
 from slime_tau_plugin.servers.sglang_server import SGLangServer

@@ -101,7 +101,9 @@ def start_server(tok: str, latency_ms: int, log: Path) -> tuple[subprocess.Popen
 def prepare(tmp: Path, evals: list[str]) -> tuple[Path, Path]:
     train = tmp / "train.jsonl"
     cmd = [*cli(), "prepare", "--benchmark", "tau2", "--domain", "retail", "--split", "train", "--out", str(train)]
-    out = subprocess.run(cmd + [x for e in evals for x in ("--eval", e)], capture_output=True, text=True, check=True)
+    out = subprocess.run(cmd + [x for e in evals for x in ("--eval", e)], capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
     found = re.search(r"slime eval config: (\S+)", out.stdout) or re.search(r"(\S+\.ya?ml)", out.stdout)
     eval_yaml = Path(found.group(1)) if found else next(tmp.glob("*.y*ml"))
     return train, eval_yaml
@@ -153,10 +155,8 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
 
 def instrument() -> None:
     """Time every call of our generate (train and eval) and slime's abort(); slime's loaders find the wrapper."""
-    import slime.rollout.sglang_rollout as rollout
-
-    import slime_tau_plugin.generate as plugin
-
+    rollout = importlib.import_module("slime.rollout.sglang_rollout")
+    plugin = importlib.import_module("slime_tau_plugin.generate")  # the package re-exports a function `generate`
     generate, abort = plugin.generate, rollout.abort
 
     async def timed_generate(args, sample, sampling_params, evaluation=False):

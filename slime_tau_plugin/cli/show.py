@@ -7,8 +7,10 @@ writes the same view as a self-contained page.
 
 from __future__ import annotations
 
+import argparse
 import html
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,34 @@ def render_html(row: dict[str, Any], decode) -> str:
         f"<!doctype html><html><head><meta charset='utf-8'><title>slime-tau trajectory</title><style>{style}</style>"
         f"</head><body><h3>{html.escape(headline(row))}</h3>{''.join(parts)}</body></html>"
     )
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("show", help="print one trajectory with its loss mask")
+    p.add_argument("run_dir", help="the --out directory of a rollout")
+    p.add_argument("--sample", type=int, default=0)
+    p.add_argument("--tokenizer", default=None, help="default: the tokenizer recorded in summary.json")
+    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML page")
+    p.add_argument("--color", action="store_true", help="ANSI colors (default when stdout is a terminal)")
+
+
+def run(ns: argparse.Namespace) -> int:
+    from ..templates import load_tokenizer
+
+    row = load_sample(ns.run_dir, ns.sample)
+    tokenizer_dir = ns.tokenizer
+    if tokenizer_dir is None:
+        summary_path = Path(ns.run_dir) / "summary.json"
+        tokenizer_dir = json.loads(summary_path.read_text()).get("tokenizer") if summary_path.exists() else None
+    if not tokenizer_dir:
+        raise ConfigError("no tokenizer recorded for this run; pass --tokenizer")
+    tokenizer = load_tokenizer(tokenizer_dir)
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=False)
+
+    print(render_text(row, decode, color=ns.color or sys.stdout.isatty()))
+    if ns.html:
+        Path(ns.html).write_text(render_html(row, decode), encoding="utf-8")
+        print(f"wrote {ns.html}")
+    return 0

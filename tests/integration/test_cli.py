@@ -12,8 +12,9 @@ import time
 import httpx
 import pytest
 
-from slime_tau_plugin.cli.main import main, parse_task_range
-from slime_tau_plugin.cli.rollout import RolloutSample, pass_hat_k, summarize
+from slime_tau_plugin.cli.main import main
+from slime_tau_plugin.cli.rollout import parse_task_range
+from slime_tau_plugin.cli.runner import RolloutSample, pass_hat_k, summarize
 from slime_tau_plugin.config import TauConfig
 from slime_tau_plugin.data import leakage, task_ref_from_sample
 from slime_tau_plugin.errors import ConfigError

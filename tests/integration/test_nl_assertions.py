@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from slime_tau_plugin.cli.rollout import RolloutSample, format_summary, summarize
+from slime_tau_plugin.cli.runner import RolloutSample, format_summary, summarize
 from slime_tau_plugin.config import LLMEndpoint
 from slime_tau_plugin.envs import EnvOptions, EnvToolCall, TaskRef
 from slime_tau_plugin.episode import TerminationReason
