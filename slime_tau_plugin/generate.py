@@ -122,6 +122,8 @@ def fill_sample(args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, c
     sample.reward = float(result.reward)
     if termination.is_failure:
         sample.remove_sample = True
+    if hasattr(sample, "non_generation_time"):  # slime's rollout perf metrics subtract it from the step time
+        sample.non_generation_time = result.timings.env_s + result.timings.user_s
     sample.metadata = {**(getattr(sample, "metadata", None) or {}), **episode_metadata(result, config)}
 
 

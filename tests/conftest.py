@@ -79,3 +79,20 @@ def oracle_server_factory(tau2_backend):
     yield start
     for server in servers.values():
         server.stop()
+
+
+@pytest.fixture
+def serve():
+    """Start our SGLang-protocol server around a fake model; stopped after the test."""
+    from slime_tau_plugin.servers.sglang_server import SGLangServer
+
+    started: list[SGLangServer] = []
+
+    def start(model, **kwargs) -> SGLangServer:
+        server = SGLangServer(model, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

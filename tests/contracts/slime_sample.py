@@ -35,6 +35,7 @@ class Sample:
 
     group_index: int | None = None
     index: int | None = None
+    rollout_id: int | None = None
     prompt: Any = ""
     tokens: list[int] = field(default_factory=list)
     response: str = ""
@@ -48,9 +49,12 @@ class Sample:
     rollout_top_p_token_offsets: list[int] | None = None
     rollout_routed_experts: Any = None
     remove_sample: bool = False
+    teacher_log_probs: list[float] | None = None
     status: Status = Status.PENDING
     metadata: dict = field(default_factory=dict)
     session_id: str | None = None
+    non_generation_time: float = 0.0
+    """Seconds spent outside generation (slime's rollout perf metrics subtract it)."""
     prefix_cache_info: PrefixCacheInfo = field(default_factory=PrefixCacheInfo)
 
     def append_response_tokens(

@@ -15,7 +15,7 @@ import pytest
 from slime_tau_plugin.errors import ConfigError
 from slime_tau_plugin.generate import generate
 from slime_tau_plugin.servers.fake_models import ScriptedModel, format_tool_call
-from slime_tau_plugin.servers.sglang_server import ModelOutput, ServerFaultError, SGLangServer
+from slime_tau_plugin.servers.sglang_server import ModelOutput, ServerFaultError
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, requests_of, slime_args
 from tests.invariants import assert_sample_invariants, assert_tito
@@ -31,20 +31,6 @@ def run_one(tau2_backend, server, tokenizer_dir, session: str, sampling=None, **
     assert out is sample
     assert_sample_invariants(sample)
     return sample
-
-
-@pytest.fixture
-def serve(qwen25):
-    started: list[SGLangServer] = []
-
-    def start(policy, **kwargs) -> SGLangServer:
-        server = SGLangServer(policy, **kwargs).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def test_malformed_and_unknown_calls_are_fed_back_and_counted(tau2_backend, qwen25, qwen25_dir, serve):
