@@ -68,7 +68,8 @@ def import_sglang_parsers() -> tuple[type, type, type, type]:
     """Import SGLang's ``FunctionCallParser``, ``Tool``, ``Function`` and ``ReasoningParser`` on a CPU box.
 
     ``import sglang`` pulls in torch and CUDA kernels; the parser modules themselves are pure Python, so we
-    register bare ``sglang`` (and, without torch, ``xgrammar``) package objects and import just those.
+    register a bare ``sglang`` package object (and a bare ``xgrammar`` where the real one cannot import) and
+    import just those.
 
     Raises:
         ConfigError: sglang is not installed (with the install command).
@@ -80,14 +81,7 @@ def import_sglang_parsers() -> tuple[type, type, type, type]:
 def _import_sglang_parsers() -> tuple[type, type, type, type]:
     try:
         _bare_package("sglang")
-        if "xgrammar" not in sys.modules and importlib.util.find_spec("torch") is None:
-            xgrammar = _bare_package("xgrammar")
-            structural_tag = importlib.import_module("xgrammar.structural_tag")
-            builtin = importlib.import_module("xgrammar.builtin_structural_tag")
-            xgrammar.StructuralTag = structural_tag.StructuralTag
-            for attr in dir(builtin):
-                if not attr.startswith("_"):
-                    setattr(xgrammar, attr, getattr(builtin, attr))
+        _import_xgrammar()
         if "IPython" not in sys.modules and importlib.util.find_spec("IPython") is None:
             ipython = types.ModuleType("IPython")
             ipython.__path__ = []
@@ -104,6 +98,29 @@ def _import_sglang_parsers() -> tuple[type, type, type, type]:
             f"(or: pip install --no-deps sglang xgrammar) ({exc})"
         ) from exc
     return fcp.FunctionCallParser, protocol.Tool, protocol.Function, reasoning.ReasoningParser
+
+
+def _import_xgrammar() -> None:
+    """The real xgrammar where it imports (GPU images), else just the pure-pydantic parts the parsers use.
+
+    xgrammar's ``__init__`` needs torch and its native ``tvm_ffi``: a light ``--no-deps`` install lacks one
+    or both (with torch present it fails on ``tvm_ffi``), so whether it imports is decided by trying.
+    """
+    if "xgrammar" in sys.modules and hasattr(sys.modules["xgrammar"], "StructuralTag"):
+        return
+    try:
+        importlib.import_module("xgrammar")
+        return
+    except ImportError:
+        for name in [n for n in sys.modules if n == "xgrammar" or n.startswith("xgrammar.")]:
+            del sys.modules[name]  # a half-imported package must not shadow the bare one
+    xgrammar = _bare_package("xgrammar")
+    structural_tag = importlib.import_module("xgrammar.structural_tag")
+    builtin = importlib.import_module("xgrammar.builtin_structural_tag")
+    xgrammar.StructuralTag = structural_tag.StructuralTag
+    for attr in dir(builtin):
+        if not attr.startswith("_"):
+            setattr(xgrammar, attr, getattr(builtin, attr))
 
 
 def check_parser_names(tool_call_parser: str, reasoning_parser: str | None = None) -> None:
