@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from ..data import task_row
 from ..envs import TaskRef
 from ..generate import generate
 from ..loop_http import aclose_all
+from ..metrics import pass_hat_k
 
 
 @dataclass
@@ -49,13 +49,6 @@ class RolloutSample:
         row = asdict(self)
         row["status"] = self.status.value
         return row
-
-
-def pass_hat_k(successes: Sequence[int], trials: int, k: int) -> float:
-    """τ's pass^k: mean over tasks of C(c, k) / C(n, k), c = successes of a task out of n trials."""
-    if not 1 <= k <= trials:
-        raise ValueError(f"k={k} must be between 1 and the number of trials per task ({trials})")
-    return sum(math.comb(c, k) / math.comb(trials, k) for c in successes) / len(successes)
 
 
 async def run_rollouts(
