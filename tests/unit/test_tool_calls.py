@@ -1,4 +1,4 @@
-"""ToolCallParser over SGLang's real ``qwen25`` detector and ``qwen3`` reasoning parser."""
+"""ToolCallParser over SGLang's real ``qwen25`` detector and ``qwen3`` reasoning parser (skipped without SGLang)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import pytest
 
 from slime_tau_plugin.errors import ConfigError
 from slime_tau_plugin.tool_calls import ParsedCall, ToolCallParser
+from tests.conftest import require_sglang_parsers
+
+require_sglang_parsers()
 
 TOOLS = [
     {
