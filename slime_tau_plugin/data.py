@@ -1,19 +1,18 @@
 """τ tasks <-> JSONL rows for slime (``--input-key index --metadata-key metadata``).
 
-Row shape (one per task)::
+Row shape (one per task; ``index`` is unique within a file, the metadata says which task it is)::
 
     {"index": 7, "metadata": {"benchmark": "tau2", "domain": "retail", "split": "train",
                               "task_id": "7", "task": {...τ's own task dump...}}}
 
 With ``--input-key index`` slime hands the raw ``index`` value to ``generate`` as ``sample.prompt`` and
 the ``metadata`` dict as ``sample.metadata``; :func:`task_ref_from_sample` turns them back into a
-:class:`TaskRef`.
+:class:`TaskRef`. Writing the files (training mixtures, eval sets, slime's eval YAML) is ``task_files.py``.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from .config import TauConfig, check_domain
@@ -61,32 +60,63 @@ def task_ref_from_sample(prompt: Any, metadata: dict[str, Any] | None, config: T
     )
 
 
-def parse_task_set(spec: str) -> tuple[str, str, str]:
-    """``"tau2/retail/train"`` -> (benchmark, domain, split). Raises ConfigError when malformed."""
-    parts = spec.strip().split("/")
-    if len(parts) != 3 or not all(parts):
-        raise ConfigError(f"task set {spec!r} is malformed; expected BENCHMARK/DOMAIN/SPLIT, e.g. tau2/retail/test")
-    check_domain(parts[0], parts[1])
-    return parts[0], parts[1], parts[2]
+@dataclass(frozen=True, slots=True)
+class TaskSet:
+    """One τ task list, written ``BENCHMARK/DOMAIN/SPLIT`` on the command line (e.g. ``tau2/retail/test``)."""
+
+    benchmark: str
+    domain: str
+    split: str
+
+    def __str__(self) -> str:
+        return f"{self.benchmark}/{self.domain}/{self.split}"
+
+    @property
+    def slug(self) -> str:
+        """``tau2_retail_test``: the set's file and slime eval-dataset name."""
+        return f"{self.benchmark}_{self.domain}_{self.split}"
+
+
+def parse_task_sets(spec: str) -> list[TaskSet]:
+    """``"tau2/retail,airline/train"`` -> one TaskSet per domain (a comma list names several domains).
+
+    Raises:
+        ConfigError: the spec is not BENCHMARK/DOMAIN[,DOMAIN...]/SPLIT, or names an unknown benchmark/domain.
+    """
+    parts = [part.strip() for part in spec.split("/")]
+    domains = [d.strip() for d in parts[1].split(",")] if len(parts) == 3 else []
+    if len(parts) != 3 or not (parts[0] and parts[2] and domains and all(domains)):
+        raise ConfigError(
+            f"task set {spec!r} is malformed; expected BENCHMARK/DOMAIN/SPLIT (DOMAIN may be a comma list), "
+            "e.g. tau2/retail/test or tau2/retail,airline/train"
+        )
+    for domain in domains:
+        try:
+            check_domain(parts[0], domain)
+        except ConfigError as exc:
+            raise ConfigError(f"task set {spec!r}: {exc}") from exc
+    return [TaskSet(parts[0], domain, parts[2]) for domain in domains]
 
 
 _TAU2_SPLITS_IN_BASE = {"train", "test"}
 """τ²'s ``base`` split is train + test."""
 
 
-def leakage(train: tuple[str, str, str], evaluation: tuple[str, str, str]) -> str | None:
-    """Why evaluating on ``evaluation`` after training on ``train`` would leak, or None.
+def leakage(train: TaskSet, evaluation: TaskSet) -> str | None:
+    """Why evaluating on ``evaluation`` after training on ``train`` would leak, or None (rules; no τ needed).
 
     τ² retail/airline tasks are revised τ-bench v1 *test* tasks (63/74 τ² retail train tasks share their
     gold actions with a v1 test task), so v1 test and any τ² retail/airline split overlap; within one
-    benchmark, equal splits overlap and τ²'s ``base`` contains ``train`` and ``test``.
+    benchmark, equal splits overlap and τ²'s ``base`` contains ``train`` and ``test``. Other τ² split
+    pairs (telecom's ``full``) are compared by task id once the tasks are loaded (``task_files``).
     """
-    (tb, td, ts), (eb, ed, es) = train, evaluation
+    tb, td, ts = train.benchmark, train.domain, train.split
+    eb, ed, es = evaluation.benchmark, evaluation.domain, evaluation.split
     if td != ed:
         return None
     if tb == eb:
         if ts == es:
-            return f"{tb}/{td}/{ts} is used for both training and evaluation"
+            return f"{train} is used for both training and evaluation"
         if tb == "tau2" and {ts, es} & {"base"} and {ts, es} & _TAU2_SPLITS_IN_BASE:
             return f"tau2/{td}/base contains the {({ts, es} - {'base'}).pop()} split"
         return None
@@ -95,33 +125,6 @@ def leakage(train: tuple[str, str, str], evaluation: tuple[str, str, str]) -> st
         if v1_split == "test":
             return (
                 f"τ² {td} tasks are revised τ-bench v1 {td} test tasks (most share their gold actions): "
-                f"{tb}/{td}/{ts} for training and {eb}/{ed}/{es} for evaluation overlap"
+                f"{train} for training and {evaluation} for evaluation overlap"
             )
     return None
-
-
-def write_task_rows(task_set: tuple[str, str, str], path: Path) -> Path:
-    benchmark, domain, split = task_set
-    backend = get_backend(benchmark)
-    refs = backend.task_refs(domain, split)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for i, ref in enumerate(refs):
-            full = TaskRef(ref.benchmark, ref.domain, ref.split, ref.task_id, backend.task_dump(ref))
-            fh.write(json.dumps(task_row(i, full), ensure_ascii=False) + "\n")
-    print(f"wrote {len(refs)} tasks ({benchmark}/{domain}/{split}) to {path}")
-    return path
-
-
-def eval_config_yaml(paths: list[Path]) -> str:
-    """slime ``--eval-config`` YAML: one dataset per file, played by our generate function."""
-    lines = ["eval:", "  datasets:"]
-    for path in paths:
-        lines += [
-            f"    - name: {path.stem}",
-            f"      path: {path.resolve()}",
-            "      input_key: index",
-            "      metadata_key: metadata",
-            "      custom_generate_function_path: slime_tau_plugin.generate.generate",
-        ]
-    return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""``slime-tau prepare``: write slime JSONL task rows (and eval sets with a slime ``--eval-config``)."""
+"""``slime-tau prepare``: parse the flags, call ``task_files.prepare_files``, say what was written."""
 
 from __future__ import annotations
 
@@ -6,44 +6,103 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import TauConfig
 from ..errors import ConfigError
-from .args import add_task_args
+
+DESCRIPTION = """\
+Write τ tasks as JSONL rows for slime: one training file (one task set, or several mixed into one file)
+and, with --eval, one file per eval set plus a slime --eval-config YAML (for --out data/train.jsonl:
+data/train.eval.yaml; written only with --eval).
+
+Each row is {"index": i, "metadata": {"benchmark", "domain", "split", "task_id" (tau2) or "task_index"
+(tau1), "task": τ's task dump}}; index is unique within a file, and the metadata names the task, so sets
+from several domains and benchmarks mix freely (shuffle them with slime's --rollout-shuffle). In slime:
+
+  --prompt-data data/train.jsonl --input-key index --metadata-key metadata
+  --custom-generate-function-path slime_tau_plugin.generate.generate
+  --eval-config data/train.eval.yaml   (each dataset names our generate function itself)
+
+Eval files go next to the training file, as BENCHMARK_DOMAIN_SPLIT.jsonl. Training and eval sets that share
+tasks are refused (τ² retail/airline tasks are revised τ-bench v1 test tasks; τ²'s base split holds train
+and test) unless --allow-leakage; training sets that repeat tasks are refused. Existing files are
+refused unless --force.
+
+examples:
+  slime-tau prepare --out data/retail_train.jsonl             (tau2/retail/train)
+  slime-tau prepare --domain retail,airline --split train --out data/train.jsonl
+  slime-tau prepare --train tau2/retail/train --train tau2/airline/train --out data/train.jsonl \\
+      --eval tau2/retail,airline/test --eval-samples 4
+"""
+SHORTHAND_DEFAULTS = {"benchmark": "tau2", "domain": "retail", "split": "train"}
+SET = "BENCHMARK/DOMAIN/SPLIT"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("prepare", help="write slime JSONL task rows (--input-key index --metadata-key metadata)")
-    add_task_args(p)
-    p.add_argument("--out", required=True, help="FILE.jsonl for --prompt-data")
+    p = sub.add_parser(
+        "prepare",
+        help="write slime JSONL task rows (training mixtures, eval sets + slime --eval-config YAML)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sets = p.add_argument_group("training sets (--train, or the --benchmark/--domain/--split shorthand)")
+    sets.add_argument(
+        "--train",
+        action="append",
+        default=[],
+        metavar=SET,
+        help="a training set (repeatable; DOMAIN may be a comma list), e.g. tau2/retail,airline/train",
+    )
+    sets.add_argument("--benchmark", default=None, help="one set: tau2 (default) or tau1")
+    sets.add_argument(
+        "--domain", default=None, help="one set: retail (default), airline, telecom (tau2), or a comma list"
+    )
+    sets.add_argument("--split", default=None, help="one set: train (default), test, base, ...")
+    p.add_argument("--out", required=True, metavar="FILE.jsonl", help="the training file (slime --prompt-data)")
     p.add_argument(
         "--eval",
         action="append",
         default=[],
-        metavar="BENCHMARK/DOMAIN/SPLIT",
-        help="also write this task set for evaluation (repeatable), e.g. tau2/retail/test",
+        metavar=SET,
+        help="an eval set (repeatable; DOMAIN may be a comma list): its own file + a dataset in the eval YAML",
+    )
+    p.add_argument(
+        "--eval-samples",
+        type=int,
+        default=1,
+        metavar="K",
+        help="episodes per eval task (slime's n_samples_per_eval_prompt; pass^k needs K >= k); default 1",
     )
     p.add_argument("--allow-leakage", action="store_true", help="write eval sets that overlap the training tasks")
+    p.add_argument("--force", action="store_true", help="overwrite output files that already exist")
 
 
 def run(ns: argparse.Namespace) -> int:
-    from ..data import eval_config_yaml, leakage, parse_task_set, write_task_rows
+    from ..data import parse_task_sets
+    from ..task_files import PrepareRequest, prepare_files
 
-    train = (ns.benchmark, ns.domain, ns.split)
-    TauConfig(benchmark=ns.benchmark, domain=ns.domain, split=ns.split)
-    evals = [parse_task_set(spec) for spec in ns.eval]
-    problems = [why for e in evals if (why := leakage(train, e))]
-    if problems and not ns.allow_leakage:
-        raise ConfigError(
-            "refusing to write overlapping training and evaluation tasks:\n  - "
-            + "\n  - ".join(problems)
-            + "\nchoose other sets (e.g. train on tau1/retail/train), or pass --allow-leakage to write them anyway"
-        )
-    out = Path(ns.out)
-    write_task_rows(train, out)
-    written = [write_task_rows(e, out.with_name(f"{'_'.join(e)}.jsonl")) for e in evals] or [out]
-    eval_yaml = out.with_suffix(".eval.yaml")
-    eval_yaml.write_text(eval_config_yaml(written), encoding="utf-8")
-    for why in problems:
+    shorthand = {name: getattr(ns, name) for name in SHORTHAND_DEFAULTS}
+    if ns.train and any(v is not None for v in shorthand.values()):
+        given = ", ".join(f"--{k} {v}" for k, v in shorthand.items() if v is not None)
+        raise ConfigError(f"{given} cannot be combined with --train; name every training set with --train {SET}")
+    values = {name: value or SHORTHAND_DEFAULTS[name] for name, value in shorthand.items()}
+    train_specs = ns.train or [f"{values['benchmark']}/{values['domain']}/{values['split']}"]
+    if ns.out.endswith(("/", "\\")):
+        raise ConfigError(f"--out {ns.out} names a directory; expected a file path, e.g. {ns.out}train.jsonl")
+    request = PrepareRequest(
+        train=tuple(s for spec in train_specs for s in parse_task_sets(spec)),
+        evals=tuple(s for spec in ns.eval for s in parse_task_sets(spec)),
+        out=Path(ns.out),
+        eval_samples=ns.eval_samples,
+        allow_leakage=ns.allow_leakage,
+        force=ns.force,
+    )
+    written = prepare_files(request)
+    for why in written.warnings:
         print(f"warning: {why} (written because of --allow-leakage)", file=sys.stderr)
-    print(f"slime eval config: {eval_yaml} (--eval-config)")
+    for f in (written.train, *written.evals):
+        print(f"wrote {f.rows} tasks ({', '.join(map(str, f.sets))}) to {f.path}")
+    flags = f"--prompt-data {written.train.path.resolve()} --input-key index --metadata-key metadata"
+    if written.eval_config is not None:
+        print(f"slime eval config: {written.eval_config} (--eval-config)")
+        flags += f" --eval-config {written.eval_config.resolve()}"
+    print(f"slime flags: {flags}")
     return 0

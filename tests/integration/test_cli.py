@@ -1,4 +1,7 @@
-"""The ``slime-tau`` CLI as a user runs it: prepare, serve (a real process), rollout over HTTP, show."""
+"""The ``slime-tau`` CLI as a user runs it: serve (a real process), rollout over HTTP, show.
+
+``prepare`` is tested in ``test_prepare.py``.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +18,6 @@ import pytest
 from slime_tau_plugin.cli.main import main
 from slime_tau_plugin.cli.rollout import parse_task_range
 from slime_tau_plugin.cli.runner import RolloutSample, pass_hat_k, summarize
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.data import leakage, task_ref_from_sample
 from slime_tau_plugin.errors import ConfigError
 from tests.invariants import assert_sample_invariants
 
@@ -57,43 +58,6 @@ def rollout_dir(served_oracle, qwen25_dir, tmp_path_factory):
     argv += ["--split", "train", "--tasks", "0-2", "--samples-per-task", "2", "--concurrency", "4", "--out", str(out)]
     assert main(argv) == 0
     return out
-
-
-def test_prepare_rows_load_back_as_the_same_tasks(tau2_backend, tmp_path):
-    out = tmp_path / "train.jsonl"
-    assert main(["prepare", "--domain", "airline", "--split", "test", "--out", str(out)]) == 0
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    originals = tau2_backend.tasks("airline", "test")
-    assert len(rows) == len(originals) == 20
-    for row in rows:
-        ref = task_ref_from_sample(row["index"], row["metadata"], TauConfig())
-        assert (ref.benchmark, ref.domain, ref.split) == ("tau2", "airline", "test")
-        assert tau2_backend.task(ref) == originals[ref.task_id]
-    assert (
-        "custom_generate_function_path: slime_tau_plugin.generate.generate"
-        in (tmp_path / "train.eval.yaml").read_text()
-    )
-
-
-def test_prepare_refuses_overlapping_train_and_eval_sets(tmp_path, capsys):
-    out = tmp_path / "train.jsonl"
-    code = main(["prepare", "--domain", "retail", "--split", "train", "--out", str(out), "--eval", "tau1/retail/test"])
-    assert code == 2 and not out.exists()
-    assert "revised τ-bench v1 retail test tasks" in capsys.readouterr().err
-    code = main(["prepare", "--domain", "retail", "--split", "train", "--out", str(out), "--eval", "tau2/retail/base"])
-    assert code == 2
-    assert (
-        main(["prepare", "--split", "train", "--out", str(out), "--eval", "tau2/retail/base", "--allow-leakage"]) == 0
-    )
-    assert (tmp_path / "tau2_retail_base.jsonl").exists()
-
-
-def test_leakage_rules():
-    assert leakage(("tau1", "retail", "train"), ("tau2", "retail", "test")) is None
-    assert leakage(("tau2", "airline", "test"), ("tau1", "airline", "test")) is not None
-    assert leakage(("tau2", "retail", "train"), ("tau2", "retail", "test")) is None
-    assert leakage(("tau2", "telecom", "train"), ("tau2", "telecom", "train")) is not None
-    assert leakage(("tau2", "retail", "train"), ("tau2", "airline", "train")) is None
 
 
 def test_unknown_split_names_the_valid_ones(capsys):
