@@ -53,7 +53,7 @@ def test_registry_and_splits(backend: Tau1Backend) -> None:
 
 
 def test_config_errors_name_field_and_choices(backend: Tau1Backend) -> None:
-    with pytest.raises(ConfigError, match=r"domain='telecom'.*airline, retail"):
+    with pytest.raises(ConfigError, match=r"domain \(benchmark tau1\)='telecom'.*airline, retail"):
         backend.task_refs("telecom", "test")
     with pytest.raises(ConfigError, match=r"split='train' is unknown for tau1/airline; expected one of test"):
         backend.task_refs("airline", "train")

@@ -26,7 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (import
 pytest.importorskip("tau_bench")
 
 from slime_tau_plugin.envs.base import EnvToolCall, TaskRef  # noqa: E402
-from slime_tau_plugin.envs.tau1 import scripted_v1_user  # noqa: E402
+from slime_tau_plugin.envs.tau1_data import scripted_v1_user  # noqa: E402
 from slime_tau_plugin.episode import TerminationReason
 
 READ_PREFIXES = ("get_", "find_", "list_", "search_", "calculate", "think", "transfer_")
@@ -195,7 +195,7 @@ def run_ours(backend: Any, ref: TaskRef, plan: list) -> tuple[float, float, list
 
 def _loose_db_equal(session: Any) -> bool:
     """What plain ``==`` on the databases says (type-blind: 50 == 50.0), to show why it is not used."""
-    from slime_tau_plugin.envs.tau1 import gold_database
+    from slime_tau_plugin.envs.tau1_data import gold_database
 
     live = {name: dict(table) for name, table in session.data.items()}
     return live == gold_database(session._domain, session._gold)
