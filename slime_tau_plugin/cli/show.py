@@ -1,121 +1,203 @@
-"""``slime-tau show``: one trajectory, turn by turn, with the loss mask visible.
+"""``slime-tau show``: one trajectory, turn by turn, with the loss mask visible; or two runs compared.
 
 Every contiguous run of ids with the same mask is one block: ``MODEL`` blocks (mask 1, trainable) are
 highlighted, ``context`` blocks (mask 0: tool output, user turns, template glue) are dimmed. ``--html``
-writes the same view as a self-contained page.
+writes the same view as a self-contained page (``show_html.py``) with the prompt, the reward breakdown,
+the error of a failed sample and per-token log-probs; ``--compare`` prints two runs' pass^k side by side
+(``compare.py``). Reading the run back, damaged or not, is ``run_files.py``'s job.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
-import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
+from .run_files import (
+    SamplesFile,
+    ShownSample,
+    cut_off_warning,
+    read_samples,
+    resolve_tokenizer,
+    shown_sample,
+    task_key,
+)
 
 GREEN, DIM, BOLD, RESET = "\033[32m", "\033[2m", "\033[1m", "\033[0m"
+Decode = Callable[[list[int]], str]
 
 
-def load_sample(run_dir: str | Path, index: int) -> dict[str, Any]:
-    """Row ``index`` of ``run_dir/samples.jsonl``. Raises ConfigError naming the file or the valid range."""
-    path = Path(run_dir) / "samples.jsonl"
-    if not path.exists():
-        raise ConfigError(f"{path} does not exist; pass the --out directory of a 'slime-tau rollout' run")
-    rows = path.read_text(encoding="utf-8").splitlines()
-    if not 0 <= index < len(rows):
-        raise ConfigError(f"--sample {index} is out of range: {path} has {len(rows)} samples (0-{len(rows) - 1})")
-    return json.loads(rows[index])
-
-
-def mask_blocks(row: dict[str, Any], decode) -> list[tuple[bool, int, str]]:
-    """``(is_trainable, n_ids, text)`` per run of equal mask in the response, in order."""
-    response = row["tokens"][len(row["tokens"]) - row["response_length"] :]
-    blocks: list[tuple[bool, int, str]] = []
-    start = 0
-    mask = row["loss_mask"]
-    for i in range(1, len(mask) + 1):
-        if i == len(mask) or mask[i] != mask[start]:
-            blocks.append((bool(mask[start]), i - start, decode(response[start:i])))
-            start = i
-    return blocks
-
-
-def headline(row: dict[str, Any]) -> str:
-    """Task, status, reward, turns and why the episode ended, on one line."""
-    meta = row["metadata"]
-    return (
-        f"{meta.get('benchmark')}/{meta.get('domain')}/{meta.get('split')} task {meta.get('task_id')} | "
-        f"status {row['status']} | reward {row['reward']} | turns {meta.get('num_turns')} | "
-        f"ended by {meta.get('termination_reason')}"
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "show",
+        help="print one trajectory with its loss mask (or compare two runs)",
+        description="Show one trajectory of a rollout run with its loss mask, or compare two runs' pass^k.",
+    )
+    p.add_argument(
+        "run_dir",
+        nargs="?",
+        default="runs/latest",
+        help="the --out directory of a rollout, or its samples.jsonl (default: %(default)s)",
+    )
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        metavar="N",
+        help="position of the sample in samples.jsonl, from 0 (default: 0; not with --task)",
+    )
+    p.add_argument(
+        "--task",
+        default=None,
+        metavar="ID",
+        help="pick the sample by τ task id (metadata task_id, else task_index) instead of --sample (default: none)",
+    )
+    p.add_argument("--trial", type=int, default=0, metavar="K", help="trial of --task, from 0 (default: %(default)s)")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="DIR",
+        help="tokenizer directory to decode with (default: the one recorded in the run's summary.json)",
+    )
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE",
+        help="also write a self-contained HTML page: prompt, reward breakdown, error, log-prob per token "
+        "(default: none)",
+    )
+    p.add_argument("--color", action="store_true", help="ANSI colours (default: on when stdout is a terminal)")
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="DIR2",
+        help="print pass^k per domain of run_dir (A) and DIR2 (B) side by side with B − A, from their summary.json "
+        "(default: none)",
     )
 
 
-def render_text(row: dict[str, Any], decode, color: bool = False) -> str:
-    meta = row["metadata"]
-    prompt_len = len(row["tokens"]) - row["response_length"]
-    lines = [headline(row), f"prompt: {prompt_len} ids (system policy + first user message), not part of the response"]
+def select_index(samples: SamplesFile, sample: int | None, task: str | None, trial: int) -> int:
+    """The position to show: ``--sample N``, or the first row of ``--task ID`` with ``--trial K``.
+
+    Raises:
+        ConfigError: out of range, or no row of that task/trial (the message lists what there is).
+    """
+    n = len(samples)
+    if task is None:
+        index = 0 if sample is None else sample
+        if not 0 <= index < n:
+            raise ConfigError(f"--sample {index} is out of range: {samples.path} has {n} samples (--sample 0-{n - 1})")
+        return index
+    trials: dict[str, set[int]] = {}
+    for i in range(n):
+        row = samples.row(i)
+        meta = row.get("metadata") if row is not None else None
+        if not isinstance(meta, dict):
+            continue
+        key, row_trial = task_key(meta), meta.get("trial", 0)
+        if key == task and row_trial == trial:
+            return i
+        trials.setdefault(key, set()).add(row_trial)
+    if task in trials:
+        listed = ", ".join(str(t) for t in sorted(trials[task], key=str))
+        raise ConfigError(f"task {task} has no trial {trial} in {samples.path}; its trials: {listed}")
+    keys = sorted(trials, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))
+    listed = ", ".join(keys[:20]) + (f", … ({len(keys)} in all)" if len(keys) > 20 else "")
+    raise ConfigError(f"no sample of task {task} in {samples.path}; its tasks: {listed or 'none readable'}")
+
+
+def headline(s: ShownSample) -> str:
+    """Task, trial, status, reward, turns and why the episode ended, on one line."""
+    meta = s.metadata
+    where = "/".join(str(meta.get(k)) for k in ("benchmark", "domain", "split"))
+    return (
+        f"{where} task {task_key(meta)} trial {meta.get('trial', '?')} | status {s.status} | reward {s.reward} | "
+        f"turns {meta.get('num_turns')} | ended by {meta.get('termination_reason')}"
+    )
+
+
+def render_text(s: ShownSample, decode: Decode, color: bool = False) -> str:
+    """The trajectory as text: headline, error, reward breakdown, then one block per run of equal mask."""
+    meta = s.metadata
+    lines = [
+        headline(s),
+        f"prompt: {len(s.prompt_ids)} ids (system policy + first user message), not part of the response",
+    ]
     if meta.get("error"):
         lines.append(f"error: {meta['error']}")
-    for trainable, n, text in mask_blocks(row, decode):
+    breakdown = (
+        (meta.get("reward_info") or {}).get("reward_breakdown") if isinstance(meta.get("reward_info"), dict) else None
+    )
+    if isinstance(breakdown, dict) and breakdown:
+        lines.append("reward breakdown: " + "  ".join(f"{k}={v}" for k, v in breakdown.items()))
+    response = list(s.response_ids)
+    for trainable, start, end in s.mask_runs():
+        n = end - start
         label = f"MODEL, trainable, {n} ids" if trainable else f"context, masked, {n} ids"
-        body = text.rstrip("\n")
+        body = decode(response[start:end]).rstrip("\n")
         if color:
             style = GREEN + BOLD if trainable else DIM
             lines.append(f"{style}[{label}]{RESET}\n{style}{body}{RESET}")
         else:
             lines.append(f"[{label}]\n{body}")
-    n_train = sum(row["loss_mask"])
-    n_masked = row["response_length"] - n_train
-    lines.append(f"response: {row['response_length']} ids, {n_train} trainable (mask 1), {n_masked} masked")
+    n_train = sum(s.loss_mask)
+    lines.append(
+        f"response: {s.response_length} ids, {n_train} trainable (mask 1), {s.response_length - n_train} masked"
+    )
     return "\n".join(lines)
 
 
-def render_html(row: dict[str, Any], decode) -> str:
-    parts = []
-    for trainable, n, text in mask_blocks(row, decode):
-        cls = "model" if trainable else "ctx"
-        title = f"{'trainable' if trainable else 'masked'}: {n} ids"
-        parts.append(f'<div class="{cls}" title="{title}"><span class="tag">{title}</span>{html.escape(text)}</div>')
-    style = (
-        "body{font-family:monospace;max-width:1100px;margin:auto}div{white-space:pre-wrap;margin:4px 0;padding:6px;"
-        "border-radius:4px}.model{background:#d9f7d9;border-left:4px solid #2a2}.ctx{background:#f3f3f3;color:#555}"
-        ".tag{display:block;font-size:11px;color:#888}"
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>slime-tau trajectory</title><style>{style}</style>"
-        f"</head><body><h3>{html.escape(headline(row))}</h3>{''.join(parts)}</body></html>"
-    )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("show", help="print one trajectory with its loss mask")
-    p.add_argument("run_dir", help="the --out directory of a rollout")
-    p.add_argument("--sample", type=int, default=0)
-    p.add_argument("--tokenizer", default=None, help="default: the tokenizer recorded in summary.json")
-    p.add_argument("--html", default=None, metavar="FILE", help="also write a self-contained HTML page")
-    p.add_argument("--color", action="store_true", help="ANSI colors (default when stdout is a terminal)")
-
-
 def run(ns: argparse.Namespace) -> int:
+    if ns.compare is not None:
+        return _compare(ns)
+    if ns.task is None and ns.trial != 0:
+        raise ConfigError(f"--trial {ns.trial} needs --task ID (the trial of which task?)")
+    if ns.task is not None and ns.sample is not None:
+        raise ConfigError("pass either --sample N or --task ID [--trial K], not both")
+    samples = read_samples(ns.run_dir)
+    index = select_index(samples, ns.sample, ns.task, ns.trial)
+    sample = shown_sample(samples, index)
+    warning = cut_off_warning(samples)
+    if warning:
+        print(warning, file=sys.stderr)
+    tokenizer_dir = resolve_tokenizer(ns.run_dir, ns.tokenizer)
+    if ns.html and not Path(ns.html).parent.is_dir():
+        raise ConfigError(f"--html {ns.html}: the directory {Path(ns.html).parent} does not exist; create it first")
+
     from ..templates import load_tokenizer
 
-    row = load_sample(ns.run_dir, ns.sample)
-    tokenizer_dir = ns.tokenizer
-    if tokenizer_dir is None:
-        summary_path = Path(ns.run_dir) / "summary.json"
-        tokenizer_dir = json.loads(summary_path.read_text()).get("tokenizer") if summary_path.exists() else None
-    if not tokenizer_dir:
-        raise ConfigError("no tokenizer recorded for this run; pass --tokenizer")
     tokenizer = load_tokenizer(tokenizer_dir)
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=False)
 
-    print(render_text(row, decode, color=ns.color or sys.stdout.isatty()))
-    if ns.html:
-        Path(ns.html).write_text(render_html(row, decode), encoding="utf-8")
-        print(f"wrote {ns.html}")
+    if ns.html:  # before printing, so the page exists even when stdout is cut short (``| head``)
+        from .show_html import render_html
+
+        page = render_html(sample, decode, source=str(samples.path), total=len(samples))
+        try:
+            Path(ns.html).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write --html {ns.html}: {exc.strerror or exc}; pass a writable file") from exc
+    try:
+        print(render_text(sample, decode, color=ns.color or sys.stdout.isatty()))
+        if ns.html:
+            print(f"wrote {ns.html}")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader (``head``, ``less``) left: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _compare(ns: argparse.Namespace) -> int:
+    from .compare import compare_runs
+
+    given = {"--sample": ns.sample, "--task": ns.task, "--html": ns.html, "--tokenizer": ns.tokenizer}
+    extra = [flag for flag, value in given.items() if value is not None]
+    if extra:
+        raise ConfigError(f"--compare prints a pass^k table of two runs; drop {', '.join(extra)}")
+    print(compare_runs(ns.run_dir, ns.compare))
     return 0

@@ -1,0 +1,73 @@
+"""``show DIR --compare DIR2``: two runs' pass^k per domain side by side, with the change.
+
+Reads only each run's ``summary.json`` (``domains`` → ``{"pass^1": …, "mean_reward": …, "tasks": …}``), so
+it works on runs of any size and needs no tokenizer. A missing or damaged summary is a one-line error.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .run_files import read_summary
+
+PASS_KEY = re.compile(r"^pass\^(\d+)$")
+
+
+def _domains(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    summary = read_summary(run_dir)
+    domains = summary.get("domains")
+    if not isinstance(domains, dict) or not all(isinstance(d, dict) for d in domains.values()):
+        raise ConfigError(f"{Path(run_dir) / 'summary.json'} has no per-domain results ('domains'); re-run the rollout")
+    return domains
+
+
+def _metrics(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """pass^1..pass^k present in either run (in k order), then mean reward."""
+    ks = sorted({int(m.group(1)) for d in (a, b) for key in d if (m := PASS_KEY.match(key))})
+    return [f"pass^{k}" for k in ks] + ["mean_reward"]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _cell(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def compare_runs(dir_a: str | Path, dir_b: str | Path) -> str:
+    """The comparison table (B − A per metric) plus notes where the runs are not like for like.
+
+    Raises:
+        ConfigError: either summary is missing, unreadable or has no ``domains``.
+    """
+    runs = _domains(dir_a), _domains(dir_b)
+    header = ("domain", "metric", "A", "B", "B − A")
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    for name in sorted(set(runs[0]) | set(runs[1])):
+        a, b = runs[0].get(name, {}), runs[1].get(name, {})
+        for metric in _metrics(a, b):
+            va, vb = _number(a.get(metric)), _number(b.get(metric))
+            delta = "—" if va is None or vb is None else f"{vb - va:+.3f}"
+            rows.append((name, metric, _cell(va), _cell(vb), delta))
+        if not a or not b:
+            notes.append(f"note: {name} is only in run {'B' if not a else 'A'}")
+        elif (a.get("tasks"), a.get("samples")) != (b.get("tasks"), b.get("samples")):
+            notes.append(
+                f"note: {name}: the runs differ in size (A {a.get('tasks')} tasks / {a.get('samples')} samples, "
+                f"B {b.get('tasks')} tasks / {b.get('samples')} samples); compare with care"
+            )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    table = [f"A: {dir_a}", f"B: {dir_b}", line(header), line(tuple("-" * w for w in widths))]
+    table += [line(r) for r in rows]
+    return "\n".join(table + notes)

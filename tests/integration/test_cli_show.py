@@ -1,0 +1,251 @@
+"""``slime-tau show`` as a user runs it: a subprocess on a run written by ``slime-tau rollout`` itself.
+
+Damaged runs (cut-off last line, a row without metadata, no summary, a relative tokenizer path) are made by
+editing copies of a real run. Every bad input must end in one stderr line naming the file and the fix.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slime_tau_plugin.cli.main import build_parser
+from slime_tau_plugin.cli.show_html import token_pieces
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd or ROOT, env=ENV, timeout=300)
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The single stderr line of a refused command (transformers' own import notice aside)."""
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("[transformers]")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tau2_backend, qwen3_dir, tmp_path_factory) -> Path:
+    """3 tasks x 2 trials played by the built-in oracle, written by the CLI into a fresh directory."""
+    out = tmp_path_factory.mktemp("show") / "run"
+    proc = cli("rollout", "--tasks", "0-2", "--samples-per-task", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture
+def copy(run_dir, tmp_path):
+    """A writable copy of the run, to damage."""
+
+    def make(name: str = "copy") -> Path:
+        return Path(shutil.copytree(run_dir, tmp_path / name, symlinks=True))
+
+    return make
+
+
+def rows_of(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+
+
+def write_rows(run: Path, rows: list[dict]) -> None:
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_missing_run_dir_and_missing_samples_are_one_line(tmp_path):
+    assert "does not exist" in one_error_line(cli("show", str(tmp_path / "nope")))
+    line = one_error_line(cli("show", str(tmp_path)))
+    assert f"{tmp_path} has no samples.jsonl" in line and "--out directory" in line
+    (tmp_path / "samples.jsonl").write_text("")
+    line = one_error_line(cli("show", str(tmp_path)))
+    assert f"{tmp_path / 'samples.jsonl'} has no samples" in line
+
+
+def test_sample_out_of_range_says_how_many_there_are(run_dir):
+    line = one_error_line(cli("show", str(run_dir), "--sample", "6"))
+    assert f"--sample 6 is out of range: {run_dir / 'samples.jsonl'} has 6 samples (--sample 0-5)" in line
+    assert "out of range" in one_error_line(cli("show", str(run_dir), "--sample", "-1"))
+
+
+def test_cut_off_last_line_shows_complete_rows_and_refuses_the_broken_one(copy):
+    run = copy()
+    data = (run / "samples.jsonl").read_bytes()
+    last_start = data.rstrip(b"\n").rindex(b"\n") + 1
+    (run / "samples.jsonl").write_bytes(data[: last_start + (len(data) - last_start) // 2])  # a killed write
+    proc = cli("show", str(run), "--sample", "4")
+    assert proc.returncode == 0, proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
+    assert warnings == [
+        f"warning: {run / 'samples.jsonl'} line 6 is cut off (the run was interrupted while writing it); "
+        "showing the 5 complete samples (0-4)"
+    ]
+    assert "task 2 trial 0" in proc.stdout.splitlines()[0]
+    line = one_error_line(cli("show", str(run), "--sample", "5"))
+    assert "sample 5" in line and "line 6" in line and "--sample (0-4)" in line
+    assert "task 2 has no trial 1" in one_error_line(cli("show", str(run), "--task", "2", "--trial", "1"))
+
+
+def test_a_row_without_metadata_is_named_and_the_others_still_show(copy):
+    run = copy()
+    rows = rows_of(run)
+    del rows[1]["metadata"]
+    write_rows(run, rows)
+    line = one_error_line(cli("show", str(run), "--sample", "1"))
+    assert f"{run / 'samples.jsonl'} line 2" in line and "no 'metadata'" in line
+    assert cli("show", str(run), "--sample", "0").returncode == 0
+
+
+def test_tokenizer_is_needed_and_named_when_the_summary_lacks_it(copy, qwen3_dir):
+    run = copy()
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "tokenizer"}))
+    line = one_error_line(cli("show", str(run)))
+    assert f"{run / 'summary.json'} records no tokenizer; pass --tokenizer DIR" in line
+    assert cli("show", str(run), "--tokenizer", qwen3_dir).returncode == 0
+    (run / "summary.json").write_text("{oops")
+    assert "summary.json (Expecting" in one_error_line(cli("show", str(run)))
+    (run / "summary.json").unlink()
+    line = one_error_line(cli("show", str(run)))
+    assert "summary.json does not exist" in line and "--tokenizer" in line
+    assert "--tokenizer /no/such: no such directory" in one_error_line(cli("show", str(run), "--tokenizer", "/no/such"))
+
+
+@pytest.mark.parametrize("layout", ["relative to where rollout ran", "relative to the run dir", "nowhere"])
+def test_show_works_from_any_directory(copy, qwen3_dir, tmp_path, layout):
+    project = tmp_path / "project"
+    run = Path(shutil.copytree(copy(), project / "runs" / "a"))
+    if layout == "relative to where rollout ran":
+        (project / "tok").symlink_to(qwen3_dir)
+        recorded = "tok"
+    elif layout == "relative to the run dir":
+        (run / "tokenizer").symlink_to(qwen3_dir)
+        recorded = "tokenizer"
+    else:
+        recorded = "models/missing"
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "tokenizer": recorded}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = cli("show", str(run), cwd=elsewhere)
+    if layout == "nowhere":
+        line = one_error_line(proc)
+        assert "'models/missing' recorded in" in line and "pass --tokenizer DIR" in line
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("tau2/retail/train task 0 trial 0 | status completed")
+
+
+def test_task_and_trial_select_by_tau_task_id(run_dir):
+    proc = cli("show", str(run_dir), "--task", "1", "--trial", "1")
+    assert proc.returncode == 0, proc.stderr
+    row = next(r for r in rows_of(run_dir) if r["metadata"]["task_id"] == "1" and r["metadata"]["trial"] == 1)
+    assert proc.stdout.startswith("tau2/retail/train task 1 trial 1 |")
+    assert f"{sum(row['loss_mask'])} trainable (mask 1)" in proc.stdout
+    assert "its tasks: 0, 1, 2" in one_error_line(cli("show", str(run_dir), "--task", "99"))
+    assert "its trials: 0, 1" in one_error_line(cli("show", str(run_dir), "--task", "1", "--trial", "5"))
+    assert "--trial 1 needs --task" in one_error_line(cli("show", str(run_dir), "--trial", "1"))
+    assert "not both" in one_error_line(cli("show", str(run_dir), "--task", "1", "--sample", "0"))
+
+
+def test_html_page_escapes_and_shows_prompt_breakdown_and_log_probs(copy, qwen3, tmp_path):
+    run = copy()
+    rows = rows_of(run)
+    hostile = "<script>alert('x')</script> & \"quoted\""
+    rows[0]["metadata"]["messages"][1]["content"] += hostile
+    rows[0]["metadata"]["seed"] = 1234  # a key a newer rollout may add: shown, not refused
+    write_rows(run, rows)
+    page_path = tmp_path / "t.html"
+    proc = cli("show", str(run), "--html", str(page_path))
+    assert proc.returncode == 0, proc.stderr
+    page = page_path.read_text()
+    row, meta = rows[0], rows[0]["metadata"]
+    assert "<script" not in page and html.escape(hostile) in page
+    assert "<tool_call>" not in page and "&lt;tool_call&gt;" in page
+    assert html.escape(meta["messages"][0]["content"][:60]) in page  # the system message
+    assert "reward_breakdown.DB" in page and "reward_breakdown.COMMUNICATE" in page
+    assert "<td>seed</td><td>1234</td>" in page and "user_stop" in page
+    spans = re.findall(r"<span class='tok(?: low)?' title='logprob (-?[\d.]+) · id (\d+)'>(.*?)</span>", page, re.S)
+    response = row["tokens"][len(row["tokens"]) - row["response_length"] :]
+    trained = [(t, lp) for t, lp, m in zip(response, row["rollout_log_probs"], row["loss_mask"], strict=True) if m]
+    assert [int(i) for _, i, _ in spans] == [t for t, _ in trained]
+    assert [float(lp) for lp, _, _ in spans] == pytest.approx([lp for _, lp in trained], abs=5e-5)
+    turns: list[list[int]] = [[]]
+    for t, m in zip(response, row["loss_mask"], strict=True):
+        if m:
+            turns[-1].append(t)
+        elif turns[-1]:
+            turns.append([])
+    expected = "".join(qwen3.decode(ids, skip_special_tokens=False) for ids in turns)
+    assert html.unescape("".join(text for _, _, text in spans)) == expected
+    assert page.count('class="model"') == meta["num_turns"]
+
+
+def test_html_page_of_a_failed_sample_shows_its_error(copy, tmp_path):
+    run = copy()
+    rows = rows_of(run)
+    failed = rows[1]
+    failed.update(status="failed", reward=0.0, remove_sample=True, loss_mask=[0] * failed["response_length"])
+    failed["metadata"].update(termination_reason="env_error", error="EnvBackendError: step timed out <after 120 s>")
+    failed["metadata"].pop("reward_info")
+    write_rows(run, rows)
+    page_path = tmp_path / "failed.html"
+    proc = cli("show", str(run), "--sample", "1", "--html", str(page_path))
+    assert proc.returncode == 0, proc.stderr
+    page = page_path.read_text()
+    assert "<h2>Error</h2><pre>EnvBackendError: step timed out &lt;after 120 s&gt;</pre>" in page
+    assert "st-failed'>FAILED<" in page and "<b>env_error</b>" in page and "No breakdown recorded" in page
+    assert 'class="model"' not in page and "0 trainable" in page
+    assert "error: EnvBackendError: step timed out <after 120 s>" in proc.stdout
+
+
+def test_token_pieces_keep_multibyte_characters_whole(qwen3):
+    ids = qwen3.encode("naïve 🫠 龘 日本語 done")  # 🫠 and 龘 take several ids each
+
+    def decode(x: list[int]) -> str:
+        return qwen3.decode(x, skip_special_tokens=False)
+
+    pieces = token_pieces(ids, decode)
+    assert len(pieces) == len(ids) and "".join(pieces) == decode(ids)
+    assert not any("\ufffd" in p for p in pieces)
+    assert " 🫠" in pieces and " 龘" in pieces and pieces.count("") >= 2  # the last id of a character carries it
+
+
+def test_compare_puts_two_runs_side_by_side(run_dir, copy):
+    other = copy("other")
+    summary = json.loads((other / "summary.json").read_text())
+    summary["domains"]["tau2/retail"].update({"pass^1": 0.5, "pass^2": 0.25, "tasks": 2, "samples": 4})
+    summary["domains"]["tau2/airline"] = {"tasks": 1, "samples": 2, "pass^1": 1.0, "pass^2": 1.0, "mean_reward": 1}
+    (other / "summary.json").write_text(json.dumps(summary))
+    proc = cli("show", str(run_dir), "--compare", str(other))
+    assert proc.returncode == 0, proc.stderr
+    table = [re.split(r"\s{2,}", ln.strip()) for ln in proc.stdout.splitlines()]
+    assert ["tau2/retail", "pass^1", "1.000", "0.500", "-0.500"] in table
+    assert ["tau2/retail", "pass^2", "1.000", "0.250", "-0.750"] in table
+    assert ["tau2/airline", "pass^1", "—", "1.000", "—"] in table
+    assert "note: tau2/airline is only in run B" in proc.stdout and "differ in size" in proc.stdout
+    (other / "summary.json").unlink()
+    line = one_error_line(cli("show", str(run_dir), "--compare", str(other)))
+    assert f"{other / 'summary.json'} does not exist" in line
+    (other / "summary.json").write_text(json.dumps({"samples": 0}))
+    assert "has no per-domain results" in one_error_line(cli("show", str(run_dir), "--compare", str(other)))
+    assert "drop --sample" in one_error_line(cli("show", str(run_dir), "--compare", str(run_dir), "--sample", "0"))
+
+
+def test_every_show_option_has_help_that_states_its_default():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for action in sub.choices["show"]._actions:
+        if action.dest != "help":
+            assert action.help and "default" in action.help, action.dest
