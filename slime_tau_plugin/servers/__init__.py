@@ -1,7 +1,8 @@
 """CPU stand-ins that ship with the CLI: they are tools around the engine, not the engine.
 
-- ``sglang_server.py``: an SGLang-protocol HTTP server (``/generate``, ``/abort_request``, health) whose
-  "model" is a fake (``fake_models.py``: oracle, scripted, echo), so every path runs without a GPU.
+- ``sglang_server.py``: an SGLang-protocol HTTP server (``/generate``, ``/abort_request``, ``/v1/loads``,
+  ``/flush_cache``, health, and sglang-router's ``/workers``) whose "model" is a fake (``fake_models.py``:
+  oracle, scripted, echo), so every path, slime's end-of-step abort included, runs without a GPU.
 - ``chat_user_server.py``: an OpenAI-compatible chat server that plays τ's simulated customer without an LLM.
 - ``http_base.py``: the tiny threaded JSON-over-HTTP server both build on.
 """
@@ -13,8 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..config import BENCHMARK_DOMAINS
 from ..envs import TaskScript, get_backend
 from ..errors import ConfigError
+from ..users import scripted_opening
 from .fake_models import EchoModel, OracleModel, ScriptedModel
 from .sglang_server import FakeModel, SGLangServer
 
@@ -35,8 +38,10 @@ def build_sglang_server(
 ) -> SGLangServer:
     """Our SGLang-protocol server playing the fake model ``model`` (oracle, scripted or echo).
 
-    ``task_sets`` are the (benchmark, domain, split) whose reference solutions the oracle knows;
-    ``script`` is the scripted model's JSON file (a list of replies, one per assistant turn).
+    ``task_sets`` are the (benchmark, domain, split) whose reference solutions the oracle knows; empty
+    means every task of every installed benchmark (see :func:`select_task_sets`). The oracle loads them
+    in the background (``server.policy.index`` waits for them). ``script`` is the scripted model's JSON
+    file (a list of replies, one per assistant turn).
 
     Raises:
         ConfigError: unknown model, or a scripted model without a usable ``script`` file.
@@ -46,18 +51,65 @@ def build_sglang_server(
     elif model == "scripted":
         fake = ScriptedModel(tokenizer, _load_script(script))
     elif model == "oracle":
-        fake = OracleModel(tokenizer, oracle_scripts(task_sets), tool_call_format)
+        sets = list(task_sets) or select_task_sets()
+        fake = OracleModel(tokenizer, lambda: oracle_scripts(sets), tool_call_format)
     else:
         raise ConfigError(f"fake model {model!r} is unknown; expected one of {', '.join(FAKE_MODELS)}")
     return SGLangServer(fake, host=host, port=port, latency_s=latency_s, context_len=context_len)
 
 
+def select_task_sets(
+    benchmark: str | None = None, domain: str | None = None, split: str | None = None
+) -> list[tuple[str, str, str]]:
+    """Every installed (benchmark, domain, split), narrowed by whichever of the three are given.
+
+    With no benchmark named, ``tau2`` and ``tau1`` are tried and one whose τ package is missing is
+    skipped; a named one must be installed.
+
+    Raises:
+        ConfigError: a named benchmark is not installed, or nothing installed matches the filters.
+    """
+    known = sorted({d for domains in BENCHMARK_DOMAINS.values() for d in domains})
+    if domain is not None and domain not in known:
+        raise ConfigError(f"domain={domain!r} is unknown; expected one of {', '.join(known)}")
+    available: list[tuple[str, str, str]] = []
+    for name in [benchmark] if benchmark else sorted(BENCHMARK_DOMAINS, reverse=True):  # tau2 first
+        domains = BENCHMARK_DOMAINS.get(name, ())
+        if domain is not None and domain not in domains and benchmark is None:
+            continue
+        try:
+            backend = get_backend(name)
+        except ConfigError:
+            if benchmark is not None:
+                raise
+            continue  # tau1 without tau_bench installed
+        for d in [domain] if domain else domains:
+            available += [(name, d, s) for s in backend.splits(d)]
+    sets = [task_set for task_set in available if split is None or task_set[2] == split]
+    if not sets:
+        wanted = ", ".join(f"{k}={v}" for k, v in (("benchmark", benchmark), ("domain", domain), ("split", split)) if v)
+        installed = ", ".join("/".join(task_set) for task_set in available) or "none"
+        raise ConfigError(f"no installed task set matches {wanted or 'anything'}; expected one of {installed}")
+    return sets
+
+
 def oracle_scripts(task_sets: Sequence[tuple[str, str, str]]) -> list[TaskScript]:
-    """The reference solutions of every task in ``task_sets``."""
+    """The reference solutions of every task in ``task_sets``, each task once.
+
+    A task listed by several splits (τ² ``base`` holds ``train`` and ``test``; telecom ``full`` holds
+    the others) counts once: tasks are the same when benchmark, domain and the scripted user's opening
+    (instruction + ticket id) are.
+    """
     scripts: list[TaskScript] = []
+    seen: set[tuple[str, str, str]] = set()
     for benchmark, domain, split in task_sets:
         backend = get_backend(benchmark)
-        scripts += [backend.script(ref) for ref in backend.task_refs(domain, split)]
+        for ref in backend.task_refs(domain, split):
+            script = backend.script(ref)
+            key = (benchmark, domain, scripted_opening(script))
+            if key not in seen:
+                seen.add(key)
+                scripts.append(script)
     return scripts
 
 

@@ -93,7 +93,7 @@ class JSONServer:
                 self._send(status, payload)
 
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-                self._dispatch(server.get_routes().get(self.path))
+                self._dispatch(server.get_routes().get(self.path.split("?", 1)[0]))  # routes ignore query strings
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
@@ -102,6 +102,6 @@ class JSONServer:
                 except (json.JSONDecodeError, ValueError):
                     self._send(400, {"error": {"message": "body is not JSON"}})
                     return
-                self._dispatch(server.post_routes().get(self.path), body, dict(self.headers))
+                self._dispatch(server.post_routes().get(self.path.split("?", 1)[0]), body, dict(self.headers))
 
         return Handler

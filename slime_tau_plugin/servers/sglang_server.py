@@ -1,29 +1,53 @@
 """An SGLang-protocol policy server for CPU runs and tests (real HTTP on 127.0.0.1, no GPU).
 
-Speaks the subset of SGLang's native API the plugin uses::
+It plays both slime's router and one SGLang engine behind it, speaking the subset of their APIs that
+the plugin and slime's rollout loop use (slime ends each rollout step with ``GET /workers``, then
+``POST /abort_request {"abort_all": true}`` to each worker and ``GET /v1/loads`` until idle)::
 
     POST /generate        {"input_ids", "sampling_params": {"max_new_tokens", ...}, "return_logprob", "rid"}
                           -> {"text", "output_ids", "meta_info": {"id", "finish_reason": {"type", "matched"},
                               "prompt_tokens", "completion_tokens", "cached_tokens", "weight_version",
                               "output_token_logprobs": [[logprob, id, null], ...]}}
+                          -> finish_reason {"type": "abort", "message": "Aborted", "status_code": null,
+                             "err_type": null} when aborted while in flight (partial output)
                           -> 400 {"error": {"message"}} when input + max_new_tokens exceed the context
-    POST /abort_request   {"rid"}   (an in-flight request with that rid finishes with "abort")
+                          -> 400 {"object": "error", "message", "type": "Bad Request", "param": null,
+                             "code": 400} when input_ids is not a list of ints (SGLang's validation error)
+    POST /abort_request   {"rid"} | {"abort_all": true} -> 200 {}
+                          aborts in-flight requests (all, or those whose rid starts with ``rid``, as
+                          SGLang matches); a request that has not arrived yet is not affected
+    GET  /v1/loads        -> {"timestamp", "version", "accelerator", "num_accelerators",
+                              "loads": [{"timestamp", "dp_rank", "num_running_reqs", "num_waiting_reqs",
+                                         "num_used_tokens"}]}   (query string such as ?include=core ignored)
+    GET|POST /flush_cache -> 200 {"message"} when idle, 400 {"error": {"message"}} while requests run
+    GET  /workers         (sglang-router) -> {"workers": [{"id", "url", "model_id", "priority", "cost",
+                              "worker_type", "is_healthy", "load", "connection_mode"}], "total",
+                              "stats": {"total_workers", "healthy_workers", "total_models", "total_load",
+                                        "by_type": {"regular", "prefill", "decode"}}}   (this server only)
     GET  /health, /health_generate, /get_model_info
 
-What the "model" says comes from a :class:`FakeModel` (``server_policies.py``): token ids in, token
-ids out. Log-probs are a deterministic function of (token id, position), so tests can check that the
-client stored them in the right places.
+What the "model" says comes from a :class:`FakeModel` (``fake_models.py``): token ids in, token ids
+out. Log-probs are a deterministic function of (token id, position), so tests can check that the
+client stored them in the right places. ``latency_s`` is waited per request on the request's own
+event, so an abort ends the wait at once.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import uuid
+from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from .http_base import JSONServer, Reply
+
+ABORT_FINISH = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
+"""SGLang's ``FINISH_ABORT().to_json()``: what an aborted request reports."""
 
 
 class ServerFaultError(Exception):
@@ -48,13 +72,45 @@ class FakeModel(Protocol):
     def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> ModelOutput: ...
 
 
+@dataclass(eq=False, slots=True)
+class _InFlight:
+    """One request inside :meth:`SGLangServer.handle_generate`."""
+
+    rid: str
+    prompt_tokens: int
+    aborted: threading.Event = field(default_factory=threading.Event)
+    """Set by ``/abort_request``; the latency wait returns as soon as it is set."""
+
+
 def fake_logprob(token_id: int, position: int) -> float:
     """Deterministic, position-dependent log-prob in (-1, 0): misplaced log-probs are detectable."""
     return -(((token_id * 31 + position * 17) % 997) + 1) / 1000.0
 
 
+def input_ids_error(input_ids: Any) -> str | None:
+    """Why SGLang's request validation would refuse ``input_ids`` (a flat list of int64), or None."""
+    if not isinstance(input_ids, list):
+        return f"must be list or null; got {type(input_ids).__name__}"
+    if input_ids and isinstance(input_ids[0], list):
+        return "batched input_ids (a list of lists) are not supported by this server"
+    if input_ids and not isinstance(input_ids[0], int):
+        return f"elements must be int; got {type(input_ids[0]).__name__}"
+    try:
+        array("q", input_ids)  # C-speed check of every element, as SGLang's validator does
+    except (TypeError, OverflowError) as exc:
+        return f"contains non-int64 element: {exc}"
+    return None
+
+
+def validation_error(field_name: str, reason: str) -> Reply:
+    """SGLang's 400 body for a request that fails validation (its ``ErrorResponse``)."""
+    error = f"{{'type': 'value_error', 'loc': ('body', {field_name!r}), 'msg': 'Value error, {reason}'}}"
+    message = f"1 validation error:\n  {error}"
+    return 400, {"object": "error", "message": message, "type": "Bad Request", "param": None, "code": 400}
+
+
 class SGLangServer(JSONServer):
-    """Runs a :class:`FakeModel` behind SGLang's HTTP protocol in a background thread."""
+    """Runs a :class:`FakeModel` behind SGLang's (and sglang-router's) HTTP protocol in a background thread."""
 
     name = "policy-server"
 
@@ -76,35 +132,127 @@ class SGLangServer(JSONServer):
         """Every /generate body received, in order (tests read it to check TITO)."""
         self.request_headers: list[dict[str, str]] = []
         """The HTTP headers of each /generate request, aligned with ``requests``."""
-        self._aborted: set[str] = set()
+        self.flushes = 0
+        """How many ``/flush_cache`` calls succeeded."""
+        self.worker_id = str(uuid.uuid4())
+        self._running: set[_InFlight] = set()
         self._lock = threading.Lock()
         super().__init__(host, port)
+
+    @property
+    def worker_url(self) -> str:
+        """The URL ``/workers`` lists: ``url``, with a wildcard bind address replaced by the host name."""
+        host, port = self._httpd.server_address[:2]
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        return f"http://{host}:{port}"
+
+    @property
+    def num_running(self) -> int:
+        """Requests currently inside :meth:`handle_generate`."""
+        with self._lock:
+            return len(self._running)
 
     def get_routes(self) -> dict[str, Callable[[], Reply]]:
         healthy = lambda: (200, {"status": "ok"})  # noqa: E731
         return {
             "/health": healthy,
             "/health_generate": healthy,
-            "/get_model_info": lambda: (200, {"model_path": type(self.policy).__name__, "is_generation": True}),
+            "/get_model_info": lambda: (200, {"model_path": self.model_id, "is_generation": True}),
+            "/v1/loads": self.loads,
+            "/workers": self.workers,
+            "/flush_cache": self.flush_cache,
         }
 
     def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
-        return {"/generate": self.handle_generate, "/abort_request": self._abort_route}
+        return {
+            "/generate": self.handle_generate,
+            "/abort_request": self._abort_route,
+            "/flush_cache": lambda body, headers: self.flush_cache(),
+        }
+
+    @property
+    def model_id(self) -> str:
+        return type(self.policy).__name__
+
+    # --- router and engine control ---------------------------------------------------------------
+
+    def workers(self) -> Reply:
+        load = self.num_running
+        worker = {
+            "id": self.worker_id,
+            "url": self.worker_url,
+            "model_id": self.model_id,
+            "priority": 50,
+            "cost": 1.0,
+            "worker_type": "regular",
+            "is_healthy": True,
+            "load": load,
+            "connection_mode": "http",
+        }
+        by_type = {"regular": 1, "prefill": 0, "decode": 0}
+        stats = {"total_workers": 1, "healthy_workers": 1, "total_models": 1, "total_load": load, "by_type": by_type}
+        return 200, {"workers": [worker], "total": 1, "stats": stats}
+
+    def loads(self) -> Reply:
+        with self._lock:
+            running = len(self._running)
+            used = sum(r.prompt_tokens for r in self._running)
+        load = {
+            "timestamp": time.time(),
+            "dp_rank": 0,
+            "num_running_reqs": running,
+            "num_waiting_reqs": 0,
+            "num_used_tokens": used,
+        }
+        return 200, {
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "version": "slime-tau-plugin",
+            "accelerator": None,
+            "num_accelerators": 0,
+            "loads": [load],
+        }
+
+    def flush_cache(self) -> Reply:
+        running = self.num_running
+        if running:
+            return 400, {"error": {"message": f"Cache not flushed: {running} requests are running."}}
+        with self._lock:
+            self.flushes += 1
+        return 200, {"message": "Cache flushed."}
 
     def _abort_route(self, body: Any, headers: dict[str, str]) -> Reply:
-        self.abort(str(body.get("rid", "")))
+        if not isinstance(body, dict):
+            return validation_error("rid", "the body must be a JSON object")
+        self.abort(str(body.get("rid") or ""), abort_all=bool(body.get("abort_all")))
         return 200, {}
 
-    # --- protocol ------------------------------------------------------------------------------
+    def abort(self, rid: str = "", *, abort_all: bool = False) -> int:
+        """Abort in-flight requests: all, or those whose rid starts with ``rid``; returns how many.
 
-    def handle_generate(
-        self, body: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> tuple[int, dict[str, Any]]:
+        An empty ``rid`` without ``abort_all`` aborts nothing (SGLang ignores it too).
+        """
+        if not abort_all and not rid:
+            return 0
+        with self._lock:
+            hits = [r for r in self._running if abort_all or r.rid.startswith(rid)]
+        for request in hits:
+            request.aborted.set()
+        return len(hits)
+
+    # --- generation ------------------------------------------------------------------------------
+
+    def handle_generate(self, body: Any, headers: dict[str, str] | None = None) -> Reply:
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(dict(headers or {}))
+            number = len(self.requests)
+        if not isinstance(body, dict):
+            return validation_error("input_ids", "the body must be a JSON object")
         input_ids = body.get("input_ids")
-        if not isinstance(input_ids, list) or not input_ids:
+        if input_ids is not None and (reason := input_ids_error(input_ids)):
+            return validation_error("input_ids", reason)
+        if not input_ids:
             return 400, {"error": {"message": "input_ids must be a non-empty list of token ids"}}
         params = body.get("sampling_params") or {}
         max_new = params.get("max_new_tokens")
@@ -116,27 +264,34 @@ class SGLangServer(JSONServer):
                     f"{len(input_ids)} tokens from the input messages and {max_new} tokens for the completion."
                 }
             }
-        rid = str(body.get("rid") or f"req-{len(self.requests)}")
+        request = _InFlight(str(body.get("rid") or f"req-{number}"), len(input_ids))
+        with self._lock:
+            self._running.add(request)
         try:
-            out = self.policy.generate(input_ids, params)
-        except ServerFaultError as fault:
-            return fault.status, {"error": {"message": str(fault)}}
-        if self.latency_s:
-            time.sleep(self.latency_s)
+            try:
+                out = self.policy.generate(input_ids, params)
+            except ServerFaultError as fault:
+                return fault.status, {"error": {"message": str(fault)}}
+            if self.latency_s:
+                request.aborted.wait(self.latency_s)
+        finally:
+            with self._lock:
+                self._running.discard(request)
+        return 200, self._response(request, input_ids, out, max_new)
+
+    def _response(self, request: _InFlight, input_ids: list[int], out: ModelOutput, max_new: Any) -> dict[str, Any]:
         ids = list(out.ids)
         limit = self.context_len - len(input_ids) if max_new is None else int(max_new)
         finish: dict[str, Any]
-        with self._lock:
-            aborted = rid in self._aborted
-        if out.abort or aborted:
-            finish = {"type": "abort", "message": "Abort request"}
+        if out.abort or request.aborted.is_set():
+            finish = dict(ABORT_FINISH)
             ids = ids[: min(len(ids), limit) // 2]
         elif len(ids) > limit:
             ids, finish = ids[:limit], {"type": "length", "length": limit}
         else:
             finish = {"type": "stop", "matched": ids[-1] if ids else None}
         meta = {
-            "id": rid,
+            "id": request.rid,
             "finish_reason": finish,
             "prompt_tokens": len(input_ids),
             "completion_tokens": len(ids),
@@ -144,13 +299,8 @@ class SGLangServer(JSONServer):
             "weight_version": self.weight_version,
             "output_token_logprobs": [[fake_logprob(t, i), t, None] for i, t in enumerate(ids)],
         }
-        text = self.decode(ids)
-        return 200, {"text": text, "output_ids": ids, "meta_info": meta}
+        return {"text": self.decode(ids), "output_ids": ids, "meta_info": meta}
 
     def decode(self, ids: list[int]) -> str:
         tokenizer = getattr(self.policy, "tokenizer", None)
         return tokenizer.decode(ids, skip_special_tokens=False) if tokenizer is not None else ""
-
-    def abort(self, rid: str) -> None:
-        with self._lock:
-            self._aborted.add(rid)

@@ -1,0 +1,238 @@
+"""Our SGLang-protocol server as slime's router + engine: real HTTP on 127.0.0.1.
+
+slime ends every rollout step by GETting the router's ``/workers``, POSTing ``/abort_request
+{"abort_all": true}`` to each worker URL and polling ``/v1/loads?include=core`` until no request runs,
+then awaiting every pending sample. These tests drive exactly those calls and read the JSON the way
+slime does (``response["workers"][i]["url"]``, ``loads[i]["num_running_reqs"]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from slime_tau_plugin.data import task_row
+from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.generate import generate
+from slime_tau_plugin.servers import select_task_sets
+from slime_tau_plugin.servers.fake_models import EchoModel, OracleModel
+from tests.contracts.slime_sample import Sample
+from tests.integration.test_generate_e2e import SAMPLING, slime_args
+from tests.invariants import assert_sample_invariants
+
+LATENCY_S = 30.0
+"""Per-request latency of the servers that get aborted: an abort must end the wait long before it."""
+
+
+def running(url: str) -> int:
+    """How many requests the worker says it runs, read the way slime reads ``/v1/loads``."""
+    body = httpx.get(f"{url}/v1/loads?include=core", timeout=5).json()
+    return sum(load["num_running_reqs"] + load["num_waiting_reqs"] for load in body["loads"])
+
+
+def wait_until(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def generate_in_background(url: str, rid: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """POST /generate from a thread; the result dict gets the body and the elapsed seconds."""
+    result: dict[str, Any] = {}
+
+    def call() -> None:
+        started = time.monotonic()
+        body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 64}, "return_logprob": True, "rid": rid}
+        result["body"] = httpx.post(f"{url}/generate", json=body, timeout=LATENCY_S * 2).json()
+        result["elapsed"] = time.monotonic() - started
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    return thread, result
+
+
+@pytest.fixture
+def slow_echo(qwen25, serve):
+    return serve(EchoModel(qwen25), latency_s=LATENCY_S)
+
+
+def test_workers_lists_this_server_like_sglang_router(qwen25, serve):
+    server = serve(EchoModel(qwen25))
+    body = httpx.get(f"{server.url}/workers", timeout=5).json()
+    assert [worker["url"] for worker in body["workers"]] == [server.url]
+    worker = body["workers"][0]
+    assert worker["id"] and worker["is_healthy"] is True and worker["worker_type"] == "regular"
+    assert body["total"] == 1 and body["stats"]["total_workers"] == 1
+
+
+def test_abort_all_ends_an_in_flight_generate_at_once(slow_echo):
+    url = slow_echo.url
+    assert running(url) == 0
+    thread, result = generate_in_background(url, "episode-7-0")
+    wait_until(lambda: running(url) == 1)  # /v1/loads counts the request while it waits
+    assert httpx.post(f"{url}/abort_request", json={"abort_all": True}, timeout=5).status_code == 200
+    thread.join(timeout=10)
+    assert result["elapsed"] < LATENCY_S / 10, result
+    meta = result["body"]["meta_info"]
+    assert meta["id"] == "episode-7-0"
+    assert meta["finish_reason"]["type"] == "abort"
+    assert len(meta["output_token_logprobs"]) == len(result["body"]["output_ids"])
+    assert running(url) == 0
+
+
+def test_abort_by_rid_stops_only_matching_requests(slow_echo):
+    url = slow_echo.url
+    first, first_result = generate_in_background(url, "a-0")
+    second, second_result = generate_in_background(url, "b-0")
+    wait_until(lambda: running(url) == 2)
+    httpx.post(f"{url}/abort_request", json={"rid": ""}, timeout=5)  # SGLang ignores an empty rid
+    httpx.post(f"{url}/abort_request", json={"rid": "a"}, timeout=5)  # and matches rids by prefix
+    first.join(timeout=10)
+    assert first_result["body"]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert running(url) == 1 and second.is_alive()
+    httpx.post(f"{url}/abort_request", json={"abort_all": True}, timeout=5)
+    second.join(timeout=10)
+    assert second_result["body"]["meta_info"]["finish_reason"]["type"] == "abort"
+
+
+def test_flush_cache_succeeds_when_idle_and_refuses_while_requests_run(slow_echo):
+    url = slow_echo.url
+    assert httpx.get(f"{url}/flush_cache", timeout=5).status_code == 200  # slime's SGLangEngine.flush_cache
+    assert httpx.post(f"{url}/flush_cache", timeout=5).status_code == 200
+    thread, _ = generate_in_background(url, "busy-0")
+    wait_until(lambda: running(url) == 1)
+    assert httpx.get(f"{url}/flush_cache", timeout=5).status_code == 400  # as SGLang, with requests running
+    httpx.post(f"{url}/abort_request", json={"abort_all": True}, timeout=5)
+    thread.join(timeout=10)
+    assert httpx.get(f"{url}/flush_cache", timeout=5).status_code == 200
+    assert slow_echo.flushes == 3
+
+
+@pytest.mark.parametrize("input_ids", [["a", "b"], [1, 2.5], "1 2 3", [[1, 2]], [2**63]])
+def test_malformed_input_ids_get_sglangs_400_not_a_500(qwen25, serve, input_ids):
+    server = serve(EchoModel(qwen25))
+    response = httpx.post(f"{server.url}/generate", json={"input_ids": input_ids, "rid": "bad"}, timeout=5)
+    assert response.status_code == 400
+    body = response.json()
+    assert (body["object"], body["type"], body["code"]) == ("error", "Bad Request", 400)
+    assert "input_ids" in body["message"]
+    good = httpx.post(f"{server.url}/generate", json={"input_ids": [1, 2, 3]}, timeout=5)
+    assert good.status_code == 200 and good.json()["meta_info"]["finish_reason"]["type"] == "stop"
+
+
+# --- slime's end-of-step abort, end to end ------------------------------------------------------
+
+
+async def abort_like_slime(router_url: str) -> None:
+    """slime's ``abort()``: list the router's workers, abort everything on each, wait until idle."""
+    async with httpx.AsyncClient(timeout=5) as client:
+        workers = (await client.get(f"{router_url}/workers")).json()["workers"]
+        for url in [worker["url"] for worker in workers]:
+            while True:
+                await client.post(f"{url}/abort_request", json={"abort_all": True})
+                loads = (await client.get(f"{url}/v1/loads?include=core")).json()["loads"]
+                if sum(load["num_running_reqs"] + load["num_waiting_reqs"] for load in loads) == 0:
+                    break
+                await asyncio.sleep(0.05)
+
+
+def test_slimes_end_of_step_abort_returns_in_flight_episodes_as_aborted(tau2_backend, qwen25, qwen25_dir, serve):
+    refs = tau2_backend.task_refs("retail", "train")[:3]
+    scripts = [tau2_backend.script(ref) for ref in refs]
+    server = serve(OracleModel(qwen25, scripts), latency_s=LATENCY_S)
+    args = slime_args(server, qwen25_dir, tau_domain="retail", tau_split="train")
+    samples = []
+    for i, ref in enumerate(refs):
+        row = task_row(i, ref)
+        samples.append(Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"abort-{i}"))
+
+    async def step() -> float:
+        pending = [asyncio.create_task(generate(args, sample, SAMPLING)) for sample in samples]
+        while server.num_running < len(samples):
+            await asyncio.sleep(0.02)
+        started = time.monotonic()
+        await abort_like_slime(server.url)
+        await asyncio.gather(*pending)  # slime awaits every pending task after the abort
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(step())
+    assert elapsed < LATENCY_S / 10
+    for sample in samples:
+        assert_sample_invariants(sample)
+        assert sample.status is Sample.Status.ABORTED, sample.metadata
+        assert sample.metadata["termination_reason"] == "aborted"
+
+
+# --- one oracle server for every benchmark, domain and split -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("domain", "split", "position"),
+    [
+        ("retail", "train", 0),
+        ("retail", "test", 0),
+        ("airline", "train", 1),  # ticket "1" is also a retail task: the opening tells the domains apart
+        ("airline", "test", -1),
+        ("telecom", "test", 0),
+        ("telecom", "full", -1),
+    ],
+)
+def test_default_oracle_server_answers_every_domain_and_split(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory, domain, split, position
+):
+    server = oracle_server_factory(qwen25, None)
+    ref = tau2_backend.task_refs(domain, split)[position]
+    row = task_row(0, ref)
+    sample = Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"all-{domain}-{split}")
+    args = slime_args(server, qwen25_dir, tau_domain=domain, tau_split=split)
+    asyncio.run(generate(args, sample, SAMPLING))
+    assert_sample_invariants(sample)
+    assert sample.status is Sample.Status.COMPLETED, sample.metadata
+    assert sample.reward == 1.0, (ref.task_id, sample.metadata.get("reward_info"))
+    gold = tau2_backend.script(ref).gold_actions  # telecom's are mostly the user's (asked for, not called)
+    assert gold and sample.metadata["tool_calls"] == sum(a.requestor == "assistant" for a in gold)
+
+
+@pytest.mark.parametrize(("domain", "split", "position"), [("retail", "test", 3), ("airline", "test", 0)])
+def test_default_oracle_server_answers_tau1_tasks_when_tau_bench_is_installed(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory, domain, split, position
+):
+    pytest.importorskip("tau_bench")
+    from slime_tau_plugin.envs import get_backend
+
+    server = oracle_server_factory(qwen25, None)
+    ref = get_backend("tau1").task_refs(domain, split)[position]  # v1 ids are per-split indices, like τ²'s
+    row = task_row(0, ref)
+    sample = Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"tau1-{domain}-{split}")
+    args = slime_args(server, qwen25_dir, tau_benchmark="tau1", tau_domain=domain, tau_split=split)
+    asyncio.run(generate(args, sample, SAMPLING))
+    assert_sample_invariants(sample)
+    assert sample.status is Sample.Status.COMPLETED and sample.reward == 1.0, sample.metadata
+
+
+def test_oracle_recognises_a_bare_instruction_from_an_llm_user(tau2_backend, qwen25):
+    scripts = [tau2_backend.script(ref) for ref in tau2_backend.task_refs("retail", "test")]
+    oracle = OracleModel(qwen25, lambda: scripts)  # built in the background; requests wait for it
+    script = scripts[3]
+    opening = [{"role": "system", "content": "You are a retail agent."}]
+    opening.append({"role": "user", "content": script.user_instructions.strip()})
+    text = oracle.template.render(opening, add_generation_prompt=True)
+    first = script.gold_actions[0]
+    assert oracle.reply(text).startswith(f'<tool_call>\n{{"name": "{first.name}"')
+    assert oracle.index.size == len(scripts)
+
+
+def test_task_sets_default_to_everything_installed_and_filters_narrow_them(tau2_backend):
+    everything = select_task_sets()
+    for domain in ("airline", "retail", "telecom"):
+        assert {("tau2", domain, s) for s in tau2_backend.splits(domain)} <= set(everything)
+    assert select_task_sets("tau2", "retail", None) == [("tau2", "retail", s) for s in tau2_backend.splits("retail")]
+    assert select_task_sets(None, "telecom", "full") == [("tau2", "telecom", "full")]
+    with pytest.raises(ConfigError, match="split=nope"):
+        select_task_sets(None, "retail", "nope")
