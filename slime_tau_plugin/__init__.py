@@ -4,12 +4,15 @@ Entry point for slime: ``--custom-generate-function-path slime_tau_plugin.genera
 Importing this package needs neither slime, SGLang nor τ: each is imported when first used.
 """
 
-from .agent import EpisodeResult, TerminationReason, TrainableAgentMixin, TrainableToolCallingAgent, agent_factory
+from .agent import TrainableAgentMixin, TrainableToolCallingAgent, agent_factory
 from .config import TauConfig
+from .envs import TaskRef
+from .episode import EpisodeResult, SampleStatus, TerminationReason
 from .errors import (
     ConfigError,
     ContextLengthError,
     EnvBackendError,
+    MissingSettingError,
     PolicyConnectionError,
     PolicyError,
     PolicyHTTPError,
@@ -24,10 +27,13 @@ __all__ = [
     "ContextLengthError",
     "EnvBackendError",
     "EpisodeResult",
+    "MissingSettingError",
     "PolicyConnectionError",
     "PolicyError",
     "PolicyHTTPError",
     "PolicyProtocolError",
+    "SampleStatus",
+    "TaskRef",
     "TauConfig",
     "TauPluginError",
     "TerminationReason",
