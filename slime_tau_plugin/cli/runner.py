@@ -2,24 +2,29 @@
 
 Each episode fills a :class:`RolloutSample` (slime's field names and status values, no slime needed)
 through ``slime_tau_plugin.generate.generate``; the results become ``samples.jsonl`` rows and a
-summary with τ's pass^k.
+summary with τ's pass^k. :func:`play` is the batch: a bounded number of episodes at once, each handed to
+a callback as it finishes, and (when asked) Ctrl-C stops it cleanly: no new episode starts, running
+ones are cancelled, and what finished is returned with ``interrupted=True``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import hashlib
+import re
+import signal
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..data import task_row
 from ..envs import TaskRef
 from ..generate import generate
 from ..loop_http import aclose_all
-from ..metrics import pass_hat_k
+from ..metrics import is_success, pass_hat_k
 
 
 @dataclass
@@ -50,6 +55,116 @@ class RolloutSample:
         row["status"] = self.status.value
         return row
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RolloutSample:
+        """A ``samples.jsonl`` row back as a sample (unknown keys are ignored)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in row.items() if k in known}
+        values["status"] = cls.Status(row.get("status", "pending"))
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One (task, trial) to play."""
+
+    position: int
+    """The task's position in its split (the row's ``index``)."""
+    ref: TaskRef
+    trial: int
+    """0-based trial number of this task."""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, int]:
+        return (self.ref.benchmark, self.ref.domain, self.ref.split, self.ref.task_id, self.trial)
+
+
+def episode_key(metadata: dict[str, Any]) -> tuple[str, str, str, str, int]:
+    """The (benchmark, domain, split, task id, trial) a ``samples.jsonl`` row played."""
+    task = metadata.get("task_id", metadata.get("task_index"))
+    trial = metadata.get("trial", 0)
+    split = str(metadata.get("split"))
+    return (str(metadata.get("benchmark")), str(metadata.get("domain")), split, str(task), int(trial))
+
+
+def sampling_seed(seed: int, key: tuple[str, str, str, str, int]) -> int:
+    """SGLang's ``sampling_seed`` for one (task, trial): a hash of the run seed and the key, < 2**48.
+
+    The same task and trial get the same seed whatever else the run contains (``--tasks`` subsets and
+    ``--resume`` repeat exactly); 48 bits keep it exact in any JSON reader and within SGLang's int64.
+    """
+    digest = hashlib.sha256("/".join(map(str, (seed, *key))).encode()).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    samples: list[RolloutSample]
+    """Finished samples in the order they finished."""
+    interrupted: bool
+    """Ctrl-C stopped the batch: episodes not in ``samples`` were cancelled or never started."""
+
+
+async def play(
+    args: Any,
+    episodes: Sequence[Episode],
+    *,
+    concurrency: int,
+    sampling_params: dict[str, Any],
+    seed: int | None = None,
+    on_done: Callable[[RolloutSample], None] | None = None,
+    stop_on_sigint: bool = False,
+) -> BatchResult:
+    """Play ``episodes``, at most ``concurrency`` at once; ``on_done`` sees each sample as it finishes.
+
+    With ``seed`` each episode sends its own :func:`sampling_seed` (also in ``metadata["sampling_seed"]``).
+    An exception from ``generate`` (a ConfigError: every sample would fail) cancels the rest and is raised.
+    """
+    gate = asyncio.Semaphore(concurrency)
+    run_id = f"{time.time_ns():x}"
+    finished: list[RolloutSample] = []
+    jobs: list[asyncio.Task[None]] = []
+
+    async def one(ep: Episode) -> None:
+        row = task_row(ep.position, ep.ref)
+        sample = RolloutSample(prompt=row["index"], metadata={**row["metadata"], "trial": ep.trial})
+        sample.session_id = f"{run_id}-{ep.position}-{ep.trial}"
+        params = sampling_params
+        if seed is not None:
+            sample.metadata["sampling_seed"] = sampling_seed(seed, ep.key)
+            params = {**sampling_params, "sampling_seed": sample.metadata["sampling_seed"]}
+        async with gate:
+            try:
+                await generate(args, sample, params)  # generate() copies the dict itself
+            except Exception:
+                _cancel(jobs)
+                raise
+        finished.append(sample)
+        if on_done is not None:
+            on_done(sample)
+
+    interrupted = False
+    loop = asyncio.get_running_loop()
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        _cancel(jobs)
+        loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C raises KeyboardInterrupt at once
+
+    jobs.extend(asyncio.create_task(one(ep)) for ep in episodes)
+    watching = stop_on_sigint and _watch_sigint(loop, interrupt)
+    try:
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+    finally:
+        if watching:
+            loop.remove_signal_handler(signal.SIGINT)
+        await aclose_all()  # this loop ends with the CLI command
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            raise result
+    return BatchResult(finished, interrupted)
+
 
 async def run_rollouts(
     args: Any,
@@ -59,65 +174,67 @@ async def run_rollouts(
     sampling_params: dict[str, Any],
     on_done: Callable[[RolloutSample], None] | None = None,
 ) -> list[RolloutSample]:
-    """Run ``samples_per_task`` episodes of every task, at most ``concurrency`` at once."""
-    gate = asyncio.Semaphore(concurrency)
-    run_id = f"{time.time_ns():x}"
-
-    async def one(i: int, ref: TaskRef, k: int) -> RolloutSample:
-        row = task_row(i, ref)
-        sample = RolloutSample(prompt=row["index"], metadata={**row["metadata"], "trial": k})
-        sample.session_id = f"{run_id}-{i}-{k}"
-        async with gate:
-            await generate(args, sample, sampling_params)  # generate() copies the dict itself
-        if on_done is not None:
-            on_done(sample)
-        return sample
-
-    jobs = [one(i, ref, k) for i, ref in enumerate(refs) for k in range(samples_per_task)]
-    try:
-        return list(await asyncio.gather(*jobs))
-    finally:
-        await aclose_all()  # this loop ends with the CLI command
+    """Run ``samples_per_task`` episodes of every task, at most ``concurrency`` at once (task order)."""
+    episodes = [Episode(i, ref, k) for i, ref in enumerate(refs) for k in range(samples_per_task)]
+    result = await play(args, episodes, concurrency=concurrency, sampling_params=sampling_params, on_done=on_done)
+    order = {ep.key: n for n, ep in enumerate(episodes)}
+    return sorted(result.samples, key=lambda s: order[episode_key(s.metadata)])
 
 
-def summarize(samples: Sequence[RolloutSample], samples_per_task: int, wall_s: float) -> dict[str, Any]:
-    """Per-domain pass^1..k, mean reward, turns, errors, terminations, tokens and wall time."""
+def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = None, wall_s: float = 0.0) -> dict:
+    """Per-domain pass^1..k, mean reward, turns, errors, terminations, tokens and wall time.
+
+    pass^k uses each task's own trial count (τ's C(c, k)/C(n, k) per task), for k up to the fewest trials
+    any task has: an interrupted run reports what its data supports. ``samples_per_task`` (the trials
+    asked for) is recorded, not assumed.
+    """
     by_domain: dict[str, list[RolloutSample]] = defaultdict(list)
     for s in samples:
         by_domain[f"{s.metadata.get('benchmark')}/{s.metadata.get('domain')}"].append(s)
-    domains = {}
-    for name, group in sorted(by_domain.items()):
-        per_task: dict[str, int] = Counter()
-        for s in group:
-            key = str(s.metadata.get("task_id", s.metadata.get("task_index")))
-            per_task[key] += int((s.reward or 0.0) >= 1.0 - 1e-6)
-        n = len(group)
-        domains[name] = {
-            "tasks": len(per_task),
-            "samples": n,
-            **{
-                f"pass^{k}": pass_hat_k(list(per_task.values()), samples_per_task, k)
-                for k in range(1, samples_per_task + 1)
-            },
-            "mean_reward": sum(s.reward or 0.0 for s in group) / n,
-            "mean_turns": sum(s.metadata.get("num_turns", 0) for s in group) / n,
-            "tool_calls": sum(s.metadata.get("tool_calls", 0) for s in group),
-            "tool_errors": sum(s.metadata.get("tool_errors", 0) for s in group),
-            "parse_errors": sum(s.metadata.get("parse_errors", 0) for s in group),
-            "terminations": dict(Counter(s.metadata.get("termination_reason", "?") for s in group)),
-            "statuses": dict(Counter(s.status.value for s in group)),
-            "mean_response_tokens": sum(s.response_length for s in group) / n,
-            "mean_trainable_tokens": sum(sum(s.loss_mask or []) for s in group) / n,
-            "nl_assertions_excluded": sum(1 for s in group if "nl_assertions" in (s.metadata.get("reward_info") or {})),
-            "tau_package": sorted(
-                {
-                    f"{s.metadata['tau_package']} {s.metadata.get('tau_version')}"
-                    for s in group
-                    if s.metadata.get("tau_package")
-                }
-            ),
-        }
-    return {"domains": domains, "samples": len(samples), "wall_s": round(wall_s, 2)}
+    domains = {name: _domain_summary(group) for name, group in sorted(by_domain.items())}
+    errors = error_counts(samples)
+    failed = sum(s.status is RolloutSample.Status.FAILED for s in samples)
+    return {
+        "domains": domains,
+        "samples": len(samples),
+        "samples_per_task": samples_per_task,
+        "failed": failed,
+        "errors": [{"error": error, "samples": n} for error, n in errors.most_common(5)],
+        "wall_s": round(wall_s, 2),
+    }
+
+
+def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
+    trials: Counter[str] = Counter()
+    wins: Counter[str] = Counter()
+    for s in group:
+        key = str(s.metadata.get("task_id", s.metadata.get("task_index")))
+        trials[key] += 1
+        wins[key] += int(is_success(s.reward or 0.0))
+    tasks = sorted(trials)
+    counts = [trials[t] for t in tasks]
+    n = len(group)
+    errors = error_counts(group)
+    return {
+        "tasks": len(tasks),
+        "samples": n,
+        "trials_per_task": [min(counts), max(counts)],
+        **{f"pass^{k}": pass_hat_k([wins[t] for t in tasks], counts, k) for k in range(1, min(counts) + 1)},
+        "mean_reward": sum(s.reward or 0.0 for s in group) / n,
+        "mean_turns": sum(s.metadata.get("num_turns", 0) for s in group) / n,
+        "tool_calls": sum(s.metadata.get("tool_calls", 0) for s in group),
+        "tool_errors": sum(s.metadata.get("tool_errors", 0) for s in group),
+        "parse_errors": sum(s.metadata.get("parse_errors", 0) for s in group),
+        "terminations": dict(Counter(s.metadata.get("termination_reason", "?") for s in group)),
+        "statuses": dict(Counter(s.status.value for s in group)),
+        "errors": dict(errors.most_common(3)),
+        "mean_response_tokens": sum(s.response_length for s in group) / n,
+        "mean_trainable_tokens": sum(sum(s.loss_mask or []) for s in group) / n,
+        "nl_assertions_excluded": sum(1 for s in group if "nl_assertions" in (s.metadata.get("reward_info") or {})),
+        "tau_package": sorted(
+            {f"{m['tau_package']} {m.get('tau_version')}" for m in (s.metadata for s in group) if m.get("tau_package")}
+        ),
+    }
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -125,8 +242,9 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines = []
     for name, d in summary["domains"].items():
         passes = "  ".join(f"{k}={v:.3f}" for k, v in d.items() if k.startswith("pass^"))
+        low, high = d.get("trials_per_task") or [d["samples"] // max(d["tasks"], 1)] * 2
         lines += [
-            f"{name}: {d['tasks']} tasks x {d['samples'] // max(d['tasks'], 1)} samples",
+            f"{name}: {d['tasks']} tasks x {low if low == high else f'{low}-{high}'} samples",
             f"  {passes}",
             f"  mean reward {d['mean_reward']:.3f} | mean turns {d['mean_turns']:.1f} | tool calls {d['tool_calls']} "
             f"(errors {d['tool_errors']}) | parse errors {d['parse_errors']}",
@@ -134,6 +252,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"  tokens/sample: response {d['mean_response_tokens']:.0f}, trainable {d['mean_trainable_tokens']:.0f}",
             f"  τ package: {', '.join(d['tau_package']) or 'unknown'}",
         ]
+        lines += [f"  error in {count} samples: {error}" for error, count in (d.get("errors") or {}).items()]
         if d["nl_assertions_excluded"]:
             lines.append(
                 f"  NOTE: NL assertions were EXCLUDED from the reward of {d['nl_assertions_excluded']} samples "
@@ -141,3 +260,27 @@ def format_summary(summary: dict[str, Any]) -> str:
             )
     lines.append(f"{summary['samples']} samples in {summary['wall_s']:.1f}s")
     return "\n".join(lines)
+
+
+def error_counts(samples: Sequence[RolloutSample]) -> Counter[str]:
+    """``metadata["error"]`` per sample, with request ids (``rid=…``) removed so equal causes count together."""
+    return Counter(_RID.sub("", str(s.metadata["error"])) for s in samples if s.metadata.get("error"))
+
+
+_RID = re.compile(r" ?\(rid=[^)]*\)| ?rid=\S+")
+
+
+def _cancel(jobs: list[asyncio.Task[None]]) -> None:
+    current = asyncio.current_task()
+    for job in jobs:
+        if job is not current and not job.done():
+            job.cancel()
+
+
+def _watch_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
+    """Route Ctrl-C to ``handler``; False where the loop cannot (not the main thread, Windows)."""
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (NotImplementedError, RuntimeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,95 @@
+"""Play a rollout's episodes into its run folder, then report: table or JSON, and the exit code.
+
+``samples.jsonl`` gets each sample as it finishes; ``summary.json`` is written when the batch starts
+(``state: running``, with the run record) and again at the end (``finished`` or ``interrupted``) over
+every sample in the folder (a resumed run's earlier ones included). Exit codes: 0; 1 when every sample
+FAILED (the most common error is printed); 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .progress import Progress
+from .run_output import RunDir, SampleWriter, write_summary
+from .runner import Episode, RolloutSample, format_summary, play, summarize
+
+EXIT_ALL_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def play_and_report(
+    ns: argparse.Namespace,
+    args: Any,
+    run_dir: RunDir,
+    record: dict[str, Any],
+    episodes: list[Episode],
+    sampling: dict[str, Any],
+) -> int:
+    """Play ``episodes`` (``args`` is what ``generate`` reads), write the run folder, print; the exit code."""
+    base = {"tokenizer": record["tokenizer"], "policy": ns.sglang_url or f"built-in {ns.policy or 'oracle'}"}
+    base |= {"cwd": str(Path.cwd()), "run": record}
+    write_summary(run_dir, {"state": "running", "interrupted": False, "domains": {}, **base})
+    if run_dir.previous:
+        print(f"--resume: {len(run_dir.previous)} samples kept, {len(episodes)} to play", file=sys.stderr)
+    writer = SampleWriter(run_dir.samples_path)
+    progress = Progress(len(episodes), done_before=len(run_dir.previous))
+
+    def on_done(sample: RolloutSample) -> None:
+        writer.write(sample.to_row())
+        progress.update(sample)
+
+    t0 = time.perf_counter()
+    try:
+        batch = asyncio.run(
+            play(
+                args,
+                episodes,
+                concurrency=ns.concurrency,
+                sampling_params=sampling,
+                seed=ns.seed,
+                on_done=on_done,
+                stop_on_sigint=True,
+            )
+        )
+    finally:
+        writer.close()
+        progress.close()
+    samples = [RolloutSample.from_row(row) for row in run_dir.previous] + batch.samples
+    summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
+    state = "interrupted" if batch.interrupted else "finished"
+    summary = {"state": state, "interrupted": batch.interrupted, **summary, **base}
+    write_summary(run_dir, summary)
+    report = sys.stderr if ns.json else sys.stdout
+    print(json.dumps(summary, indent=2, ensure_ascii=False) if ns.json else _table(summary))
+    shown = run_dir.shown
+    print(f"trajectories: {shown / 'samples.jsonl'}  summary: {shown / 'summary.json'}", file=report)
+    return _exit_code(summary, run_dir, len(batch.samples), len(episodes))
+
+
+def _table(summary: dict[str, Any]) -> str:
+    return format_summary(summary) if summary["domains"] else "no episode finished"
+
+
+def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned: int) -> int:
+    errors = summary["errors"]
+    cause = f"; most common error ({errors[0]['samples']} samples): {errors[0]['error']}" if errors else ""
+    if summary["interrupted"]:
+        print(
+            f"interrupted: {finished} of {planned} episodes finished; to continue, run the same command with "
+            f"--resume --out {run_dir.shown}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if summary["samples"] and summary["failed"] == summary["samples"]:
+        print(f"error: all {summary['samples']} samples FAILED{cause}", file=sys.stderr)
+        return EXIT_ALL_FAILED
+    if summary["failed"]:
+        print(f"warning: {summary['failed']} of {summary['samples']} samples FAILED{cause}", file=sys.stderr)
+    return 0
