@@ -116,7 +116,12 @@ def oracle_scripts(task_sets: Sequence[tuple[str, str, str]]) -> list[TaskScript
 def _load_script(path: str | None) -> list[str]:
     if not path:
         raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies)")
-    replies = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        replies = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--script {path}: cannot read it ({exc.strerror or exc}); expected a JSON file") from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ConfigError(f"--script {path}: not valid JSON ({exc}); expected a JSON list of strings") from exc
     if not isinstance(replies, list) or not replies or not all(isinstance(r, str) for r in replies):
         raise ConfigError(f"--script {path}: expected a non-empty JSON list of strings")
     return replies

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 Reply = tuple[int, Any]
@@ -32,7 +34,13 @@ class JSONServer:
     name = "json-server"
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._httpd = _ThreadingServer((host, port), self._handler_class())
+        try:
+            self._httpd = _ThreadingServer((host, port), self._handler_class())
+        except OSError as exc:  # busy port, unknown host, no permission for a low port
+            raise ConfigError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port/--host "
+                "or stop what is listening there"
+            ) from exc
         self._thread: threading.Thread | None = None
 
     def get_routes(self) -> dict[str, Callable[[], Reply]]:

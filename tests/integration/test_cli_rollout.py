@@ -43,11 +43,11 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip() and not line.startswith("[transformers]")]
 
 
-def assert_one_line_error(done: subprocess.CompletedProcess, *needles: str) -> str:
+def assert_one_line_error(done: subprocess.CompletedProcess, *needles: str, command: str = "rollout") -> str:
     lines = error_lines(done.stderr)
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("slime-tau rollout: error:"), lines[0]
+    assert lines[0].startswith(f"slime-tau {command}: error:"), lines[0]
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
