@@ -25,12 +25,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default=None, help=f"oracle tasks: e.g. train, test {every}")
     d = "(default: %(default)s)"
     p.add_argument("--policy", default="oracle", choices=list(FAKE_MODELS), help=f"the fake model it plays {d}")
-    p.add_argument("--script", default=None, help="scripted policy: JSON list of replies, one per assistant turn")
+    p.add_argument(
+        "--script",
+        default=None,
+        help="--policy scripted: a JSON file with a list of replies, one per assistant turn (default: none)",
+    )
     p.add_argument("--tokenizer", default=None, help="tokenizer directory (default: the built-in Qwen3 one)")
     p.add_argument("--host", default="127.0.0.1", help=f"address to bind; 0.0.0.0 for other hosts {d}")
-    p.add_argument("--port", type=int, default=30000, help=d)
+    p.add_argument("--port", type=int, default=30000, help=f"port to listen on {d}")
     p.add_argument("--latency-ms", type=float, default=0.0, help=f"added to each /generate; an abort ends it {d}")
-    p.add_argument("--context-len", type=int, default=32768, help=d)
+    p.add_argument(
+        "--context-len", type=int, default=32768, help=f"the fake model's context: longer requests get 400 {d}"
+    )
     p.add_argument("--tool-call-format", default="qwen25", help=f"how the oracle writes tool calls {d}")
 
 
