@@ -30,7 +30,9 @@ from .errors import (
     TauPluginError,
     UserSimulatorError,
 )
-from .policy import FinishReason, PolicyClient, SGLangPolicy
+from .policy import FinishReason, PolicyClient
+from .policy_openai import OpenAICompletionsPolicy
+from .policy_sglang import SGLangPolicy
 from .retry import RetrySettings
 from .templates import ChatTemplate, load_tokenizer
 from .tool_calls import ParsedAction, ToolCallParser, check_parser_names
@@ -326,7 +328,7 @@ class TrainableToolCallingAgent(TrainableAgentMixin):
 def agent_factory(
     config: TauConfig, *, policy: PolicyClient | None = None, tokenizer: Any = None
 ) -> TrainableToolCallingAgent:
-    """Build an agent from config alone (policy URL, tokenizer path and benchmark come from it).
+    """Build an agent from config alone (policy URL and protocol, tokenizer path and benchmark come from it).
 
     Raises:
         MissingSettingError: no policy URL or tokenizer path is configured.
@@ -337,9 +339,13 @@ def agent_factory(
             raise MissingSettingError(
                 "no policy server: set tau_policy_url or slime's --sglang-router-ip/--sglang-router-port"
             )
-        policy = SGLangPolicy(
-            config.policy_url, timeout_s=config.policy_timeout_s, retry=RetrySettings(attempts=config.policy_retries)
-        )
+        retry = RetrySettings(attempts=config.policy_retries)
+        if config.policy_api == "openai-completions":
+            policy = OpenAICompletionsPolicy(
+                config.policy_url, model=config.policy_model, timeout_s=config.policy_timeout_s, retry=retry
+            )
+        else:
+            policy = SGLangPolicy(config.policy_url, timeout_s=config.policy_timeout_s, retry=retry)
     check_parser_names(config.tool_call_parser, config.reasoning_parser)
     if tokenizer is None:
         if not config.tokenizer_path:

@@ -23,6 +23,8 @@ BENCHMARK_DOMAINS: dict[str, tuple[str, ...]] = {
 USER_SIMULATORS = ("scripted", "llm")
 REWARD_MODES = ("fast", "reference")
 NL_ASSERTION_MODES = ("judge", "exclude")
+POLICY_APIS = ("sglang", "openai-completions")
+"""``tau_policy_api`` values: the policy server's wire protocol (``policy_sglang.py``, ``policy_openai.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,11 @@ class TauConfig:
     """Cap on one generation (the tighter of this and slime's ``max_new_tokens`` = ``--rollout-max-response-len``)."""
     policy_url: str | None = None
     """SGLang server/router base URL; default ``http://{sglang_router_ip}:{sglang_router_port}``."""
+    policy_api: str = "sglang"
+    """Wire protocol of the policy server: ``sglang`` (native ``/generate``) or ``openai-completions``
+    (``/v1/completions`` with a token-id prompt and log-probs: vLLM, or SGLang's OpenAI API)."""
+    policy_model: str | None = None
+    """Model name an ``openai-completions`` server expects; None leaves it out (the server's only model)."""
     policy_timeout_s: float = 600.0
     """Per-request timeout for ``/generate``."""
     policy_retries: int = 4
@@ -135,6 +142,8 @@ class TauConfig:
             raise ConfigError(_expected("tau_reward_mode", self.reward_mode, REWARD_MODES))
         if self.nl_assertions not in NL_ASSERTION_MODES:
             raise ConfigError(_expected("tau_nl_assertions", self.nl_assertions, NL_ASSERTION_MODES))
+        if self.policy_api not in POLICY_APIS:
+            raise ConfigError(_expected("tau_policy_api", self.policy_api, POLICY_APIS))
         for name in ("max_turns", "max_context_len", "policy_retries", "env_workers", "user_retries", "judge_retries"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected an integer >= 1")

@@ -41,7 +41,7 @@ def check_policy(url: str, flag: str = "--sglang-url") -> None:
         ConfigError: malformed URL, nothing answering, or a non-200 answer (e.g. 503 while loading).
     """
     check_url(flag, url)
-    health = url.rstrip("/") + "/health"
+    health = url.rstrip("/").removesuffix("/v1") + "/health"  # an OpenAI-style base URL: /health is at the root
     status, reason = _get(health, None)
     if status is None:
         raise ConfigError(

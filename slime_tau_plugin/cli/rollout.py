@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..config import NL_ASSERTION_MODES, REWARD_MODES, USER_SIMULATORS, TauConfig
+from ..config import NL_ASSERTION_MODES, POLICY_APIS, REWARD_MODES, USER_SIMULATORS, TauConfig
 from ..errors import ConfigError
 from ..servers import FAKE_MODELS
 from .args import HelpFormatter, add_task_args, non_negative_float, positive_float, positive_int
@@ -25,6 +25,8 @@ from .task_select import parse_task_ids, parse_task_range, positions_of_ids
 __all__ = ["add_parser", "parse_task_range", "run"]
 
 USER_AND_REWARD_FLAGS = (
+    "policy_api",
+    "policy_model",
     "user",
     "user_base_url",
     "user_model",
@@ -38,6 +40,10 @@ USER_AND_REWARD_FLAGS = (
     "judge_retries",
 )
 """``rollout`` flags passed to ``TauConfig`` unchanged (as ``tau_<flag>``)."""
+POLICY_API_HELP = (
+    "how to talk to the policy server: sglang (native /generate) or openai-completions (/v1/completions with "
+    "token-id prompts and log-probs, as vLLM serves it)"
+)
 
 SEED_HELP = (
     "per-sample SGLang sampling_seed derived from S, the task and the trial, recorded in each sample "
@@ -65,7 +71,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None, metavar="S", help=SEED_HELP)
     policy = p.add_argument_group("policy")
     policy.add_argument(
-        "--sglang-url", default=None, help="SGLang server or router URL (default: start the built-in CPU server)"
+        "--sglang-url",
+        default=None,
+        help="policy server or router URL: SGLang, or vLLM with --policy-api openai-completions "
+        "(default: start the built-in CPU server, which speaks both)",
+    )
+    policy.add_argument("--policy-api", default="sglang", choices=list(POLICY_APIS), help=POLICY_API_HELP)
+    policy.add_argument(
+        "--policy-model",
+        default=None,
+        help="openai-completions: the model name the server knows (default: none sent; vLLM uses its only model)",
     )
     policy.add_argument(
         "--policy", default=None, choices=list(FAKE_MODELS), help="built-in server's fake model (default: oracle)"

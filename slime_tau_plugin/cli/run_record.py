@@ -53,6 +53,8 @@ def run_record(
         "policy": {
             "server": f"built-in {ns.policy or 'oracle'}" if built_in else "external",
             "url": policy_url,
+            "api": ns.policy_api,
+            "model": ns.policy_model,
             "tool_call_parser": ns.tool_call_parser,
             "reasoning_parser": ns.reasoning_parser,
         },

@@ -25,6 +25,21 @@ the plugin and slime's rollout loop use (slime ends each rollout step with ``GET
                               "stats": {"total_workers", "healthy_workers", "total_models", "total_load",
                                         "by_type": {"regular", "prefill", "decode"}}}   (this server only)
     GET  /health, /health_generate, /get_model_info
+    POST /v1/completions  (vLLM's) {"prompt": [ids], "max_tokens", "model"?, "logprobs"?, "return_token_ids"?,
+                              "return_tokens_as_token_ids"?, "stop_token_ids"?, "include_stop_str_in_output"?}
+                          -> {"id", "object": "text_completion", "created", "model", "choices": [{"index": 0,
+                              "text", "finish_reason": "stop"|"length"|"abort", "stop_reason": id|null,
+                              "token_ids"?, "prompt_token_ids"?, "logprobs": {"tokens": ["token_id:N"|text],
+                              "token_logprobs", "top_logprobs", "text_offset"}|null}], "usage": {"prompt_tokens",
+                              "completion_tokens", "total_tokens"}, "metadata": {"weight_version"} (SGLang's)}
+                          -> 400 {"error": {"message", "type": "BadRequestError", "param", "code": 400}} for a
+                             prompt that is not token ids, stream=true, or prompt + max_tokens over the context
+                             ("... maximum context length is N tokens ..."); 404 for another model name
+    GET  /v1/models       -> {"object": "list", "data": [{"id", "object": "model", "owned_by", "max_model_len"}]}
+
+Both protocols share the fake model and the in-flight bookkeeping (same ids, log-probs and aborts). As in
+vLLM, ``stop_reason`` is the last id when it is one of ``stop_token_ids``, and ``text`` drops the stop
+token unless ``include_stop_str_in_output`` while ``token_ids`` and the log-probs keep it.
 
 What the "model" says comes from a :class:`FakeModel` (``fake_models.py``): token ids in, token ids
 out. Log-probs are a deterministic function of (token id, position), so tests can check that the
@@ -44,6 +59,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from .completions_wire import completion_body, openai_error
 from .http_base import JSONServer, Reply
 
 ABORT_FINISH = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
@@ -72,9 +88,19 @@ class FakeModel(Protocol):
     def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> ModelOutput: ...
 
 
+@dataclass(frozen=True, slots=True)
+class _Generated:
+    """What one request produced, after the limit and abort were applied (both protocols render it)."""
+
+    rid: str
+    ids: list[int]
+    finish: dict[str, Any]
+    """SGLang's ``finish_reason`` object."""
+
+
 @dataclass(eq=False, slots=True)
 class _InFlight:
-    """One request inside :meth:`SGLangServer.handle_generate`."""
+    """One request inside :meth:`SGLangServer._generate` (either protocol)."""
 
     rid: str
     prompt_tokens: int
@@ -130,6 +156,8 @@ class SGLangServer(JSONServer):
         self.weight_version = weight_version
         self.requests: list[dict[str, Any]] = []
         """Every /generate body received, in order (tests read it to check TITO)."""
+        self.completion_requests: list[dict[str, Any]] = []
+        """Every /v1/completions body received, in order."""
         self.request_headers: list[dict[str, str]] = []
         """The HTTP headers of each /generate request, aligned with ``requests``."""
         self.flushes = 0
@@ -162,11 +190,13 @@ class SGLangServer(JSONServer):
             "/v1/loads": self.loads,
             "/workers": self.workers,
             "/flush_cache": self.flush_cache,
+            "/v1/models": self.models,
         }
 
     def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
         return {
             "/generate": self.handle_generate,
+            "/v1/completions": self.handle_completions,
             "/abort_request": self._abort_route,
             "/flush_cache": lambda body, headers: self.flush_cache(),
         }
@@ -212,6 +242,15 @@ class SGLangServer(JSONServer):
             "num_accelerators": 0,
             "loads": [load],
         }
+
+    def models(self) -> Reply:
+        card = {
+            "id": self.model_id,
+            "object": "model",
+            "owned_by": "slime-tau-plugin",
+            "max_model_len": self.context_len,
+        }
+        return 200, {"object": "list", "data": [card]}
 
     def flush_cache(self) -> Reply:
         running = self.num_running
@@ -264,7 +303,65 @@ class SGLangServer(JSONServer):
                     f"{len(input_ids)} tokens from the input messages and {max_new} tokens for the completion."
                 }
             }
-        request = _InFlight(str(body.get("rid") or f"req-{number}"), len(input_ids))
+        generated = self._generate(str(body.get("rid") or f"req-{number}"), input_ids, params, max_new)
+        if not isinstance(generated, _Generated):
+            return generated
+        ids = generated.ids
+        meta = {
+            "id": generated.rid,
+            "finish_reason": generated.finish,
+            "prompt_tokens": len(input_ids),
+            "completion_tokens": len(ids),
+            "cached_tokens": 0,
+            "weight_version": self.weight_version,
+            "output_token_logprobs": [[fake_logprob(t, i), t, None] for i, t in enumerate(ids)],
+        }
+        return 200, {"text": self.decode(ids), "output_ids": ids, "meta_info": meta}
+
+    def handle_completions(self, body: Any, headers: dict[str, str] | None = None) -> Reply:
+        """vLLM's ``/v1/completions`` for a token-id prompt, played by the same fake model."""
+        with self._lock:
+            self.completion_requests.append(body)
+            number = len(self.completion_requests)
+        if not isinstance(body, dict):
+            return openai_error(400, "the body must be a JSON object")
+        prompt = body.get("prompt")
+        if not prompt or input_ids_error(prompt) or min(prompt) < 0:
+            return openai_error(400, "this server takes one prompt of token ids (a list of ints >= 0)", "prompt")
+        if body.get("stream"):
+            return openai_error(400, "stream=true is not supported by this server", "stream")
+        if body.get("model") not in (None, "", self.model_id):
+            return openai_error(404, f"The model `{body['model']}` does not exist.", "model")
+        max_tokens = int(body.get("max_tokens") or 16)
+        if len(prompt) + max_tokens > self.context_len:
+            return openai_error(
+                400,
+                f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
+                f"length is {self.context_len} tokens and your request has {len(prompt)} input tokens "
+                f"({max_tokens} > {self.context_len} - {len(prompt)}).",
+                "max_tokens",
+            )
+        params = {"max_new_tokens": max_tokens, **{k: body[k] for k in ("temperature", "top_p", "top_k") if k in body}}
+        generated = self._generate(f"cmpl-{number}", prompt, params, max_tokens)
+        if not isinstance(generated, _Generated):
+            return generated
+        ids = generated.ids
+        log_probs = [fake_logprob(t, i) for i, t in enumerate(ids)]
+        return 200, completion_body(
+            body,
+            prompt,
+            ids,
+            log_probs,
+            generated.finish["type"],
+            self.decode,
+            rid=generated.rid,
+            model_id=self.model_id,
+            weight_version=self.weight_version,
+        )
+
+    def _generate(self, rid: str, input_ids: list[int], params: dict[str, Any], max_new: Any) -> _Generated | Reply:
+        """Run the fake model as one in-flight (abortable) request; apply the token limit and an abort."""
+        request = _InFlight(rid, len(input_ids))
         with self._lock:
             self._running.add(request)
         try:
@@ -277,9 +374,6 @@ class SGLangServer(JSONServer):
         finally:
             with self._lock:
                 self._running.discard(request)
-        return 200, self._response(request, input_ids, out, max_new)
-
-    def _response(self, request: _InFlight, input_ids: list[int], out: ModelOutput, max_new: Any) -> dict[str, Any]:
         ids = list(out.ids)
         limit = self.context_len - len(input_ids) if max_new is None else int(max_new)
         finish: dict[str, Any]
@@ -290,17 +384,8 @@ class SGLangServer(JSONServer):
             ids, finish = ids[:limit], {"type": "length", "length": limit}
         else:
             finish = {"type": "stop", "matched": ids[-1] if ids else None}
-        meta = {
-            "id": request.rid,
-            "finish_reason": finish,
-            "prompt_tokens": len(input_ids),
-            "completion_tokens": len(ids),
-            "cached_tokens": 0,
-            "weight_version": self.weight_version,
-            "output_token_logprobs": [[fake_logprob(t, i), t, None] for i, t in enumerate(ids)],
-        }
-        return {"text": self.decode(ids), "output_ids": ids, "meta_info": meta}
+        return _Generated(rid, ids, finish)
 
-    def decode(self, ids: list[int]) -> str:
+    def decode(self, ids: list[int], *, skip_special_tokens: bool = False) -> str:
         tokenizer = getattr(self.policy, "tokenizer", None)
-        return tokenizer.decode(ids, skip_special_tokens=False) if tokenizer is not None else ""
+        return tokenizer.decode(ids, skip_special_tokens=skip_special_tokens) if tokenizer is not None else ""

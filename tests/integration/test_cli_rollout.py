@@ -344,3 +344,18 @@ def test_every_option_has_help_and_shows_its_default():
             assert "(default:" in text, f"{name} {action.option_strings}: {text!r} does not show its default"
     done = subprocess.run([*CLI, "--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"slime-tau {__version__}"
+
+
+def test_openai_completions_api_gives_the_same_samples_as_generate(tmp_path):
+    """The built-in server speaks both protocols: the same oracle episodes through either are identical."""
+    runs = {}
+    for api in ("sglang", "openai-completions"):
+        out = tmp_path / api
+        done = slime_tau(["rollout", "--tasks", "0-3", "--policy-api", api, "--out", str(out)])
+        assert done.returncode == 0, done.stderr
+        runs[api] = sorted(rows_of(out), key=lambda r: r["metadata"]["task_id"])
+        assert json.loads((out / "summary.json").read_text())["run"]["policy"]["api"] == api
+    for native, completions in zip(runs["sglang"], runs["openai-completions"], strict=True):
+        for field in ("tokens", "loss_mask", "rollout_log_probs", "reward", "status"):
+            assert native[field] == completions[field], field
+    assert all(r["reward"] == 1.0 for r in runs["openai-completions"])

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from slime_tau_plugin.errors import ContextLengthError, PolicyHTTPError, PolicyProtocolError
-from slime_tau_plugin.policy import FinishReason, GenerateResult, _classify_client_error, parse_generate_response
+from slime_tau_plugin.policy import FinishReason, GenerateResult, classify_client_error
+from slime_tau_plugin.policy_sglang import parse_generate_response
 
 
 def _body(ids: list[int], log_probs: list[float], finish: str = "stop", **meta: Any) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def _error_body(message: str) -> str:
     ],
 )
 def test_400_about_the_context_is_a_context_length_error(message: str) -> None:
-    exc = _classify_client_error(400, _error_body(message), "r3")
+    exc = classify_client_error(400, _error_body(message), "r3")
     assert isinstance(exc, ContextLengthError)
     assert exc.status == 400
     assert message in str(exc) and "rid=r3" in str(exc)
@@ -104,19 +105,19 @@ def test_400_about_the_context_is_a_context_length_error(message: str) -> None:
 
 def test_other_400_is_an_http_error_but_not_a_context_length_error() -> None:
     body = _error_body("temperature must be non-negative")
-    exc = _classify_client_error(400, body, "r4")
+    exc = classify_client_error(400, body, "r4")
     assert isinstance(exc, PolicyHTTPError)
     assert not isinstance(exc, ContextLengthError)
     assert (exc.status, exc.body) == (400, body)
 
 
 def test_context_wording_on_a_non_400_status_is_not_a_context_length_error() -> None:
-    exc = _classify_client_error(413, _error_body("input longer than the context"), None)
+    exc = classify_client_error(413, _error_body("input longer than the context"), None)
     assert not isinstance(exc, ContextLengthError)
     assert exc.status == 413
 
 
 def test_non_json_error_body_is_quoted_in_the_message() -> None:
-    exc = _classify_client_error(400, "Bad Request: malformed sampling_params", "r5")
+    exc = classify_client_error(400, "Bad Request: malformed sampling_params", "r5")
     assert type(exc) is PolicyHTTPError
     assert "malformed sampling_params" in str(exc)

@@ -1,0 +1,72 @@
+"""vLLM's ``/v1/completions`` answer and error bodies, for the built-in server (``sglang_server.py``).
+
+Only the rendering lives here; the route, the fake model and the abort bookkeeping are the server's. The
+shape follows vLLM's ``CompletionResponse`` (``token_ids``/``prompt_token_ids`` only with
+``return_token_ids``; ``logprobs.tokens`` as ``token_id:N`` only with ``return_tokens_as_token_ids``), plus
+SGLang's ``metadata.weight_version``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import Any
+
+Reply = tuple[int, Any]
+
+
+def openai_error(status: int, message: str, param: str | None = None) -> Reply:
+    """vLLM's error body for ``/v1/*`` routes."""
+    kind = {400: "BadRequestError", 404: "NotFoundError"}.get(status, "InternalServerError")
+    return status, {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+def completion_body(
+    request: dict[str, Any],
+    prompt: list[int],
+    ids: list[int],
+    log_probs: Sequence[float],
+    finish: str,
+    decode: Callable[..., str],
+    *,
+    rid: str,
+    model_id: str,
+    weight_version: str,
+) -> dict[str, Any]:
+    """The 200 body for one generation; ``decode(ids, skip_special_tokens=...)`` renders text.
+
+    As in vLLM, ``stop_reason`` is the last id when it is one of the request's ``stop_token_ids`` (null for
+    EOS and other ends), and ``text`` drops the stop token unless ``include_stop_str_in_output``.
+    """
+    stopped = finish == "stop" and bool(ids)
+    stop_reason = ids[-1] if stopped and ids[-1] in (request.get("stop_token_ids") or []) else None
+    shown = ids[:-1] if stopped and not request.get("include_stop_str_in_output") else ids
+    text = decode(shown, skip_special_tokens=bool(request.get("skip_special_tokens", True)))
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": text,
+        "finish_reason": finish,
+        "stop_reason": stop_reason,
+        "logprobs": None,
+    }
+    if request.get("logprobs") is not None:
+        as_ids = bool(request.get("return_tokens_as_token_ids"))
+        tokens = [f"token_id:{t}" if as_ids else decode([t]) for t in ids]
+        choice["logprobs"] = {
+            "text_offset": list(accumulate((len(t) for t in tokens[:-1]), initial=0)) if tokens else [],
+            "token_logprobs": list(log_probs),
+            "tokens": tokens,
+            "top_logprobs": [{t: lp} for t, lp in zip(tokens, log_probs, strict=True)],
+        }
+    if request.get("return_token_ids"):
+        choice["token_ids"], choice["prompt_token_ids"] = list(ids), list(prompt)
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model_id,
+        "choices": [choice],
+        "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)},
+        "metadata": {"weight_version": weight_version},
+    }
