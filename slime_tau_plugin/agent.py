@@ -324,6 +324,13 @@ class TrainableToolCallingAgent(TrainableAgentMixin):
         self.tooling = ToolingCache(tokenizer, config)
         self.user_client = user_client(config.user_endpoint())
 
+    async def aclose(self) -> None:
+        """Close the HTTP sessions this agent opened on the running loop (before a script's loop ends)."""
+        for client in (self.policy, self.user_client):
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
+
 
 def agent_factory(
     config: TauConfig, *, policy: PolicyClient | None = None, tokenizer: Any = None
