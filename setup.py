@@ -14,6 +14,7 @@ SGLANG_PARSERS = [
     "orjson",
     "partial_json_parser",
     "regex",
+    "ipython",  # sglang/utils.py imports IPython.display at module level
 ]
 CORE = [
     "aiohttp>=3.9",
@@ -59,6 +60,6 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
     install_requires=CORE,
-    extras_require={"sglang": SGLANG_PARSERS, "tau2": TAU2, "test": TEST},
+    extras_require={"sglang": SGLANG_PARSERS, "tau2": TAU2, "test": TEST, "verl": ["pandas", "pyarrow"]},
     entry_points={"console_scripts": ["slime-tau=slime_tau_plugin.cli:main"]},
 )

@@ -8,3 +8,5 @@ bash scripts/fetch_test_tokenizers.sh
 ruff check .
 ruff format --check .
 TAU_REQUIRE_FIXTURES=1 python -m pytest -q tests "$@"
+# verl's real agent-loop classes need torch: a second venv (.venv-verl), CPU torch + verl 0.9.1.
+[ "${SKIP_VERL_TESTS:-0}" = 1 ] || bash scripts/test_verl.sh

@@ -6,6 +6,11 @@ For ``out=data/train.jsonl``, training sets tau2/retail/train + tau2/airline/tra
     data/tau2_retail_test.jsonl   one file per eval set (its own ``index`` 0..M-1)
     data/train.eval.yaml          --eval-config: one dataset per eval set; only written when there are eval sets
 
+With ``format=RowFormat.VERL`` (``out=data/train.parquet``) the rows are verl's (``verl_data.verl_rows``)::
+
+    data/train.parquet            data.train_files
+    data/train.val.parquet        data.val_files: every eval set in one file (verl reports per data_source)
+
 Rows are ``data.task_row`` (each keeps its own benchmark/domain/split/task id and τ's task dump). Everything
 is checked before anything is written (sets, overlaps, output paths, τ's task lists), and files appear by
 rename, so a refused or failed run leaves no partial file behind. Printing is the CLI's job.
@@ -13,6 +18,7 @@ rename, so a refused or failed run leaves no partial file behind. Printing is th
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from collections.abc import Sequence
@@ -26,6 +32,16 @@ import yaml
 from .data import TaskSet, leakage, task_row
 from .envs import TaskRef, get_backend
 from .errors import ConfigError
+
+
+class RowFormat(str, enum.Enum):
+    """Which trainer reads the rows."""
+
+    SLIME = "slime"
+    """JSONL for ``--prompt-data`` / ``--eval-config`` (``--input-key index --metadata-key metadata``)."""
+    VERL = "verl"
+    """Parquet for verl's ``data.train_files`` / ``data.val_files`` (``agent_name: tau_agent``)."""
+
 
 GENERATE_PATH = "slime_tau_plugin.generate.generate"
 """What slime calls for every eval sample (``custom_generate_function_path`` of each dataset)."""
@@ -46,8 +62,11 @@ class PrepareRequest:
     """Write eval sets that overlap a training set (with a warning) instead of refusing."""
     force: bool = False
     """Overwrite output files that already exist."""
+    format: RowFormat = RowFormat.SLIME
 
     def __post_init__(self) -> None:
+        if self.format is RowFormat.VERL and self.out.suffix != ".parquet":
+            raise ConfigError(f"--format verl writes parquet; expected --out FILE.parquet, got {self.out}")
         if not self.train:
             raise ConfigError("no training set given; expected at least one BENCHMARK/DOMAIN/SPLIT")
         if isinstance(self.eval_samples, bool) or not isinstance(self.eval_samples, int) or self.eval_samples < 1:
@@ -94,20 +113,28 @@ def prepare_files(request: PrepareRequest) -> PreparedFiles:
     """
     _check_duplicates(request)
     warnings = _overlaps(request, None)
-    train_path, eval_paths = request.out, [eval_file_path(request.out, s) for s in request.evals]
-    yaml_path = eval_config_path(request.out) if request.evals else None
-    _check_outputs([train_path, *eval_paths, *([yaml_path] if yaml_path else [])], request.force)
+    eval_groups = _eval_files(request)
+    yaml_path = eval_config_path(request.out) if request.evals and request.format is RowFormat.SLIME else None
+    _check_outputs([request.out, *eval_groups, *([yaml_path] if yaml_path else [])], request.force)
     refs = {s: _task_refs(s) for s in dict.fromkeys((*request.train, *request.evals))}
     warnings += _overlaps(request, refs)
 
-    train = WrittenFile(train_path, request.train, sum(len(refs[s]) for s in request.train))
-    evals = tuple(WrittenFile(p, (s,), len(refs[s])) for s, p in zip(request.evals, eval_paths, strict=True))
-    contents = {train_path: _rows_text(request.train, refs)}
-    contents.update({f.path: _rows_text(f.sets, refs) for f in evals})
+    files = [WrittenFile(request.out, request.train, sum(len(refs[s]) for s in request.train))]
+    files += [WrittenFile(p, sets, sum(len(refs[s]) for s in sets)) for p, sets in eval_groups.items()]
+    contents: dict[Path, str | bytes] = {f.path: _rows(f.sets, refs, request.format) for f in files}
     if yaml_path is not None:
-        contents[yaml_path] = eval_config_yaml(evals, request.eval_samples)
+        contents[yaml_path] = eval_config_yaml(files[1:], request.eval_samples)
     _write_all(contents)
-    return PreparedFiles(train, evals, yaml_path, tuple(dict.fromkeys(warnings)))
+    return PreparedFiles(files[0], tuple(files[1:]), yaml_path, tuple(dict.fromkeys(warnings)))
+
+
+def _eval_files(request: PrepareRequest) -> dict[Path, tuple[TaskSet, ...]]:
+    """slime: one file per eval set (each is a named eval dataset); verl: one ``.val.parquet`` for all."""
+    if not request.evals:
+        return {}
+    if request.format is RowFormat.VERL:
+        return {request.out.with_suffix(".val.parquet"): request.evals}
+    return {eval_file_path(request.out, s): (s,) for s in request.evals}
 
 
 def eval_config(files: Sequence[WrittenFile], samples: int = 1) -> dict[str, Any]:
@@ -199,18 +226,20 @@ def _task_refs(task_set: TaskSet) -> list[TaskRef]:
     return get_backend(task_set.benchmark).task_refs(task_set.domain, task_set.split)
 
 
-def _rows_text(sets: Sequence[TaskSet], refs: dict[TaskSet, list[TaskRef]]) -> str:
-    lines, index = [], 0
+def _rows(sets: Sequence[TaskSet], refs: dict[TaskSet, list[TaskRef]], row_format: RowFormat) -> str | bytes:
+    """The file's content: every set's tasks, with τ's task dump, indexed 0..N-1 across the file."""
+    full = []
     for task_set in sets:
         backend = get_backend(task_set.benchmark)
-        for ref in refs[task_set]:
-            full = TaskRef(ref.benchmark, ref.domain, ref.split, ref.task_id, backend.task_dump(ref))
-            lines.append(json.dumps(task_row(index, full), ensure_ascii=False))
-            index += 1
-    return "".join(line + "\n" for line in lines)
+        full += [TaskRef(r.benchmark, r.domain, r.split, r.task_id, backend.task_dump(r)) for r in refs[task_set]]
+    if row_format is RowFormat.VERL:
+        from .verl_data import verl_parquet_bytes, verl_rows
+
+        return verl_parquet_bytes(verl_rows(full))
+    return "".join(json.dumps(task_row(i, ref), ensure_ascii=False) + "\n" for i, ref in enumerate(full))
 
 
-def _write_all(contents: dict[Path, str]) -> None:
+def _write_all(contents: dict[Path, str | bytes]) -> None:
     """Write each file next to its target, then rename them all into place; on failure remove what was made."""
     temporary: dict[Path, Path] = {}
     try:
@@ -218,7 +247,7 @@ def _write_all(contents: dict[Path, str]) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             temporary[path] = tmp
-            tmp.write_text(text, encoding="utf-8")
+            tmp.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
         for path, tmp in temporary.items():
             os.replace(tmp, path)
     except OSError as exc:

@@ -82,13 +82,6 @@ def _import_sglang_parsers() -> tuple[type, type, type, type]:
     try:
         _bare_package("sglang")
         _import_xgrammar()
-        if "IPython" not in sys.modules and importlib.util.find_spec("IPython") is None:
-            ipython = types.ModuleType("IPython")
-            ipython.__path__ = []
-            display = types.ModuleType("IPython.display")
-            display.HTML = display.display = lambda *args, **kwargs: None
-            sys.modules.setdefault("IPython", ipython)
-            sys.modules.setdefault("IPython.display", display)
         fcp = importlib.import_module("sglang.srt.function_call.function_call_parser")
         protocol = importlib.import_module("sglang.srt.entrypoints.openai.protocol")
         reasoning = importlib.import_module("sglang.srt.parser.reasoning_parser")

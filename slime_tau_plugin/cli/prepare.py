@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..task_files import RowFormat
 
 DESCRIPTION = """\
 Write τ tasks as JSONL rows for slime: one training file (one task set, or several mixed into one file)
@@ -73,6 +74,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--allow-leakage", action="store_true", help="write eval sets that overlap the training tasks")
     p.add_argument("--force", action="store_true", help="overwrite output files that already exist")
+    p.add_argument(
+        "--format",
+        default="slime",
+        choices=[f.value for f in RowFormat],
+        help="slime: JSONL rows + eval YAML; verl: parquet rows for data.train_files, and with --eval one "
+        "OUT.val.parquet for data.val_files (default: slime)",
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -94,12 +102,20 @@ def run(ns: argparse.Namespace) -> int:
         eval_samples=ns.eval_samples,
         allow_leakage=ns.allow_leakage,
         force=ns.force,
+        format=RowFormat(ns.format),
     )
     written = prepare_files(request)
     for why in written.warnings:
         print(f"warning: {why} (written because of --allow-leakage)", file=sys.stderr)
     for f in (written.train, *written.evals):
         print(f"wrote {f.rows} tasks ({', '.join(map(str, f.sets))}) to {f.path}")
+    if request.format is RowFormat.VERL:
+        val = ",".join(str(f.path.resolve()) for f in written.evals)
+        print(
+            f"verl overrides: data.train_files={written.train.path.resolve()}"
+            + (f" data.val_files={val}" if val else "")
+        )
+        return 0
     flags = f"--prompt-data {written.train.path.resolve()} --input-key index --metadata-key metadata"
     if written.eval_config is not None:
         print(f"slime eval config: {written.eval_config} (--eval-config)")

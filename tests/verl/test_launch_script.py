@@ -1,0 +1,52 @@
+"""``scripts/run_verl_qwen3_4B_tau2.sh`` with ``DRY_RUN=1``: verl's config checked, the command printed, no GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from slime_tau_plugin.verl_data import verl_rows, write_verl_parquet
+from tests.verl.conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "run_verl_qwen3_4B_tau2.sh"
+
+
+def dry_run(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "DATA_DIR": str(tmp_path / "data"), **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=full_env, timeout=300)
+
+
+def test_dry_run_checks_verl_config_and_prints_the_command(tmp_path):
+    done = dry_run(tmp_path, "trainer.total_epochs=2")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "verl config OK: prompt_length=8192 response_length=8192" in out and "user=llm" in out
+    assert "-m verl.trainer.main_ppo" in out and "actor_rollout_ref.rollout.mode=async" in out
+    assert "actor_rollout_ref.rollout.multi_turn.enable=true" in out and "configs/verl/tau_agent_loop.yaml" in out
+    assert "++tau.user_base_url=http://127.0.0.1:30010/v1" in out and "sglang.launch_server" in out
+    assert out.rstrip().endswith("trainer.total_epochs=2"), "arguments are appended: Hydra's last one wins"
+    assert not (tmp_path / "data").exists(), "a dry run writes nothing"
+
+
+def test_scripted_user_needs_no_user_simulator(tmp_path):
+    done = dry_run(tmp_path, TAU_USER="scripted")
+    assert done.returncode == 0, done.stderr
+    assert "user=scripted" in done.stdout and "sglang.launch_server" not in done.stdout
+
+
+def test_mistakes_fail_the_dry_run_with_one_line(tmp_path):
+    typo = dry_run(tmp_path, "actor_rollout_ref.rollout.nn=3")
+    assert typo.returncode == 1 and "verl rejects the command line" in typo.stderr
+    unknown = dry_run(tmp_path, "++tau.domian=airline")
+    assert unknown.returncode == 1 and "did you mean tau.domain?" in unknown.stderr
+    assert len(unknown.stderr.strip().splitlines()) == 1
+
+
+def test_existing_data_files_must_hold_tau_agent_rows(tmp_path, tau2_backend):
+    good = write_verl_parquet(verl_rows(tau2_backend.task_refs("retail", "test")[:2]), tmp_path / "ok.parquet")
+    assert dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(good)).returncode == 0
+    rows = verl_rows(tau2_backend.task_refs("retail", "test")[:2], agent_name="tool_agent")
+    bad = write_verl_parquet(rows, tmp_path / "bad.parquet")
+    done = dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(bad))
+    assert done.returncode == 1 and "expected tau_agent" in done.stderr

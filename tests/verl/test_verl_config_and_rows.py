@@ -1,0 +1,130 @@
+"""Where τ settings come from under verl, how verl's limits map onto them, and rows that survive parquet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.verl import verl_tau_config
+from slime_tau_plugin.verl_data import task_ref_from_extra_info, verl_rows, write_verl_parquet
+from tests.verl.conftest import ROOT, refs_with_tasks, verl_config
+
+
+def test_verl_limits_bound_the_episode_budgets(base_verl_config):
+    config = verl_config(
+        "data.max_prompt_length=6000",
+        "data.max_response_length=3000",
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=12",
+        "+data.apply_chat_template_kwargs.enable_thinking=false",
+    )
+    tau = verl_tau_config(config, {"tau_max_turns": 30, "tau_max_response_len": 5000})
+    assert (tau.max_response_len, tau.max_context_len, tau.max_turns) == (3000, 9000, 12)
+    assert tau.enable_thinking is False
+    tighter = verl_tau_config(config, {"tau_max_response_len": 2000, "tau_max_context_len": 7000, "tau_max_turns": 5})
+    assert (tighter.max_response_len, tighter.max_context_len, tighter.max_turns) == (2000, 7000, 5)
+    capped = verl_config("+actor_rollout_ref.rollout.max_model_len=4096")
+    assert verl_tau_config(capped, {}).max_context_len == 4096
+
+
+def test_trainer_tau_section_overrides_the_yaml_entry():
+    config = verl_config("+tau.domain=airline", "+tau.user_retries=2")
+    tau = verl_tau_config(config, {"tau_domain": "retail", "tau_user_retries": 7, "tau_env_workers": 3})
+    assert (tau.domain, tau.user_retries, tau.env_workers) == ("airline", 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "settings", "message"),
+    [
+        ((), {"tau_domian": "retail"}, "did you mean tau_domain?"),
+        (("+tau.usr=llm",), {}, "trainer config key tau.usr is not a slime_tau_plugin setting; did you mean tau.user?"),
+        ((), {"tau_policy_url": "http://x:1"}, "does not apply under verl"),
+        ((), {"tau_domain": "retial"}, "expected one of airline, retail, telecom"),
+    ],
+)
+def test_wrong_settings_raise_config_errors(overrides, settings, message):
+    with pytest.raises(ConfigError, match=message.replace("?", r"\?")):
+        verl_tau_config(verl_config(*overrides), settings)
+
+
+def test_rows_round_trip_through_verl_dataset_exactly(tmp_path, tau2_backend, qwen25, base_verl_config):
+    """Task dumps of different shapes share one parquet file; verl's dataset gives each back unchanged."""
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from slime_tau_plugin.config import TauConfig
+
+    refs = refs_with_tasks(tau2_backend, "retail", "train") + refs_with_tasks(tau2_backend, "airline", "test")
+    rows = verl_rows(refs)
+    assert {r["data_source"] for r in rows} == {"tau2_retail", "tau2_airline"}
+    path = write_verl_parquet(rows, tmp_path / "mix.parquet")
+    dataset = RLHFDataset(data_files=[str(path)], tokenizer=qwen25, config=base_verl_config.data)
+    assert len(dataset) == len(refs)
+    for i, ref in enumerate(refs):
+        row = dataset[i]
+        assert row["agent_name"] == "tau_agent" and row["index"] == i and row["raw_prompt"] == rows[i]["prompt"]
+        back = task_ref_from_extra_info(row["extra_info"], TauConfig())
+        assert back == ref and back.task == ref.task
+
+
+def test_a_mixed_file_row_ignores_the_other_benchmarks_null_key():
+    from slime_tau_plugin.config import TauConfig
+
+    extra_info = {"index": 0, "benchmark": "tau2", "domain": "retail", "split": "train", "task_id": "5"}
+    extra_info["task_index"] = None  # parquet's null for the tau1 rows' column
+    ref = task_ref_from_extra_info(extra_info, TauConfig())
+    assert (ref.benchmark, ref.domain, ref.split, ref.task_id) == ("tau2", "retail", "train", "5")
+    with pytest.raises(ConfigError, match="not JSON text"):
+        task_ref_from_extra_info({**extra_info, "task": "{broken"}, TauConfig())
+
+
+def test_parsers_import_with_torch_installed():
+    """Every verl image has torch: SGLang's parsers must import next to it (the real xgrammar, or its parts)."""
+    code = (
+        "import torch, json\n"
+        "from slime_tau_plugin.tool_calls import import_sglang_parsers\n"
+        "FunctionCallParser, Tool, Function, _ = import_sglang_parsers()\n"
+        "tools = [Tool(type='function', function=Function(name='f', parameters={'type': 'object'}))]\n"
+        "text, calls = FunctionCallParser(tools, 'qwen25').parse_non_stream("
+        '\'hi<tool_call>\\n{"name": "f", "arguments": {"a": 1}}\\n</tool_call>\')\n'
+        "print(json.dumps([torch.__version__, [c.name for c in calls], json.loads(calls[0].parameters)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    version, names, arguments = json.loads(done.stdout.strip().splitlines()[-1])
+    assert version and names == ["f"] and arguments == {"a": 1}
+
+
+def test_only_the_newest_turn_keeps_its_routed_experts():
+    """Each turn's array covers the whole sequence so far: older ones are dropped, not accumulated."""
+    import asyncio
+
+    import numpy as np
+    from verl.workers.rollout.replica import TokenOutput
+
+    from slime_tau_plugin.policy import FinishReason
+    from slime_tau_plugin.policy_verl import VerlPolicy
+
+    class Manager:
+        async def generate(self, request_id, *, prompt_ids, sampling_params):
+            n = len(prompt_ids) + 2
+            return TokenOutput(token_ids=[5, 6], log_probs=[-0.1, -0.2], routed_experts=np.ones((n, 1, 1)))
+
+    policy = VerlPolicy(Manager(), "r", stop_token_ids=[6])
+
+    async def two_turns():
+        return [await policy.generate([1, 2, 3], {"max_new_tokens": 2}), await policy.generate([1] * 7, {})]
+
+    first, second = asyncio.run(two_turns())
+    assert first.finish_reason is FinishReason.STOP, "a full turn that ends on a stop id is not cut"
+    assert "routed_experts" not in first.meta_info and second.meta_info["routed_experts"].shape == (9, 1, 1)
+    assert policy.summary().routed_experts is second.meta_info["routed_experts"]
+
+
+def test_ray_imports_after_the_parsers():
+    """In verl and slime, Ray is imported first; a script that imports our parsers first must still import Ray."""
+    code = "from slime_tau_plugin.tool_calls import import_sglang_parsers\nimport_sglang_parsers()\nimport ray\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-1000:]
