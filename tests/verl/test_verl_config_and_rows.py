@@ -128,3 +128,32 @@ def test_ray_imports_after_the_parsers():
     code = "from slime_tau_plugin.tool_calls import import_sglang_parsers\nimport_sglang_parsers()\nimport ray\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-1000:]
+
+
+def test_prepare_format_verl_writes_train_and_val_rows_that_load_back(tmp_path, tau2_backend):
+    out = tmp_path / "data" / "train.parquet"
+    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "prepare", "--format", "verl", "--out", str(out)]
+    done = subprocess.run(
+        [*cmd, "--train", "tau2/retail/train", "--eval", "tau2/retail,airline/test"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    val = out.with_suffix(".val.parquet")
+    assert f"data.train_files={out.resolve()} data.val_files={val.resolve()}" in done.stdout
+    import pandas as pd
+
+    from slime_tau_plugin.config import TauConfig
+
+    for path, sets in ((out, [("retail", "train")]), (val, [("retail", "test"), ("airline", "test")])):
+        frame = pd.read_parquet(path)
+        expected = [r.task_id for d, s in sets for r in tau2_backend.task_refs(d, s)]
+        assert list(frame["agent_name"].unique()) == ["tau_agent"]
+        refs = [task_ref_from_extra_info(extra, TauConfig()) for extra in frame["extra_info"]]
+        assert [r.task_id for r in refs] == expected
+        assert [e["index"] for e in frame["extra_info"]] == list(range(len(expected)))
+    leaky = subprocess.run(
+        [*cmd, "--force", "--train", "tau2/retail/test", "--eval", "tau2/retail/test"], capture_output=True, text=True
+    )
+    assert leaky.returncode == 2 and "tau2/retail/test is used for both training and evaluation" in leaky.stderr
