@@ -82,6 +82,8 @@ def test_sample_out_of_range_says_how_many_there_are(run_dir):
 
 def test_cut_off_last_line_shows_complete_rows_and_refuses_the_broken_one(copy):
     run = copy()
+    rows = rows_of(run)  # in the order episodes finished
+    shown, broken = rows[4]["metadata"], rows[5]["metadata"]
     data = (run / "samples.jsonl").read_bytes()
     last_start = data.rstrip(b"\n").rindex(b"\n") + 1
     (run / "samples.jsonl").write_bytes(data[: last_start + (len(data) - last_start) // 2])  # a killed write
@@ -92,10 +94,11 @@ def test_cut_off_last_line_shows_complete_rows_and_refuses_the_broken_one(copy):
         f"warning: {run / 'samples.jsonl'} line 6 is cut off (the run was interrupted while writing it); "
         "showing the 5 complete samples (0-4)"
     ]
-    assert "task 2 trial 0" in proc.stdout.splitlines()[0]
+    assert f"task {shown['task_id']} trial {shown['trial']}" in proc.stdout.splitlines()[0]
     line = one_error_line(cli("show", str(run), "--sample", "5"))
     assert "sample 5" in line and "line 6" in line and "--sample (0-4)" in line
-    assert "task 2 has no trial 1" in one_error_line(cli("show", str(run), "--task", "2", "--trial", "1"))
+    missing = cli("show", str(run), "--task", broken["task_id"], "--trial", str(broken["trial"]))
+    assert f"task {broken['task_id']} has no trial {broken['trial']}" in one_error_line(missing)
 
 
 def test_a_row_without_metadata_is_named_and_the_others_still_show(copy):
