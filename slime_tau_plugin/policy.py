@@ -72,6 +72,28 @@ class PolicyClient(Protocol):
     ) -> GenerateResult: ...
 
 
+class HTTPPolicyClient:
+    """What every HTTP policy client shares: one connection-reusing session (``loop_http.py``) and retries."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+        retry: RetrySettings | None = None,
+        max_connections: int = 4096,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetrySettings()
+        self._http = LoopBoundHTTP(
+            self.base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
 class _TransientHTTPError(PolicyHTTPError):
     """A 5xx answer: retried, then surfaced as PolicyHTTPError."""
 

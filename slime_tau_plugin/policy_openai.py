@@ -36,9 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import PolicyHTTPError, PolicyProtocolError
-from .loop_http import LoopBoundHTTP
-from .policy import FinishReason, GenerateResult, post_json_with_retries
-from .retry import RetrySettings
+from .policy import FinishReason, GenerateResult, HTTPPolicyClient, post_json_with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -75,33 +73,17 @@ _TEXT_ONLY = frozenset({"no_stop_trim"})
 _warned: set[str] = set()
 
 
-class OpenAICompletionsPolicy:
+class OpenAICompletionsPolicy(HTTPPolicyClient):
     """A connection-reusing client for one OpenAI-compatible completions server (see ``loop_http.py``)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        model: str | None = None,
-        timeout_s: float = 600.0,
-        connect_timeout_s: float = 10.0,
-        retry: RetrySettings | None = None,
-        max_connections: int = 4096,
-    ) -> None:
-        base = base_url.rstrip("/")
-        self.base_url = base.removesuffix("/v1")
-        """Server root; ``http://host:8000`` and ``http://host:8000/v1`` mean the same server."""
+    def __init__(self, base_url: str, *, model: str | None = None, **http: Any) -> None:
+        """``base_url`` with or without ``/v1`` (``http://host:8000`` and ``.../v1`` are the same server);
+        ``http``: :class:`HTTPPolicyClient`'s timeouts, retries and connection limit."""
+        super().__init__(base_url.rstrip("/").removesuffix("/v1"), **http)
         self.model = model
-        self.retry = retry or RetrySettings()
         self.tokens_are_ids = False
         """Learned from the first answer: the server writes ``token_id:N`` tokens, so ``return_token_ids``,
         which also echoes the whole prompt (1.8 ms of JSON per turn at 30k ids), is no longer asked for."""
-        self._http = LoopBoundHTTP(
-            self.base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections
-        )
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
     async def generate(
         self,

@@ -20,33 +20,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import PolicyProtocolError
-from .loop_http import LoopBoundHTTP, TransportError
-from .policy import FinishReason, GenerateResult, post_json_with_retries
-from .retry import RetrySettings
+from .loop_http import TransportError
+from .policy import FinishReason, GenerateResult, HTTPPolicyClient, post_json_with_retries
 
 logger = logging.getLogger(__name__)
 
 
-class SGLangPolicy:
+class SGLangPolicy(HTTPPolicyClient):
     """A connection-reusing client for one SGLang server or router (see ``loop_http.py``)."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout_s: float = 600.0,
-        connect_timeout_s: float = 10.0,
-        retry: RetrySettings | None = None,
-        max_connections: int = 4096,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.retry = retry or RetrySettings()
-        self._http = LoopBoundHTTP(
-            self.base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections
-        )
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
     async def generate(
         self,

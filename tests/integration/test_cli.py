@@ -6,19 +6,15 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
-import time
 
-import httpx
 import pytest
 
 from slime_tau_plugin.cli.main import main
 from slime_tau_plugin.cli.rollout import parse_task_range
 from slime_tau_plugin.cli.runner import RolloutSample, pass_hat_k, summarize
 from slime_tau_plugin.errors import ConfigError
+from tests.conftest import cli_server
 from tests.invariants import assert_sample_invariants
 
 
@@ -31,24 +27,8 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def served_oracle(qwen25_dir, tau2_backend):
     """``slime-tau serve`` as a separate process, like a user's SGLang server."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "serve", "--policy", "oracle", "--tokenizer", qwen25_dir]
-    cmd += ["--port", str(port), "--domain", "retail", "--split", "train"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail(f"slime-tau serve did not come up: {proc.stdout.read().decode()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with cli_server("--policy", "oracle", "--tokenizer", qwen25_dir, "--domain", "retail", "--split", "train") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

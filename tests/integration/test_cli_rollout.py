@@ -16,7 +16,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
 import pytest
 
 from slime_tau_plugin import __version__
@@ -24,6 +23,7 @@ from slime_tau_plugin.cli.main import build_parser, main
 from slime_tau_plugin.cli.runner import RolloutSample, summarize
 from slime_tau_plugin.servers.fake_models import EchoModel
 from slime_tau_plugin.servers.sglang_server import ServerFaultError
+from tests.conftest import cli_server
 
 CLI = [sys.executable, "-m", "slime_tau_plugin.cli"]
 
@@ -250,23 +250,8 @@ def test_an_existing_out_is_refused_unless_resume_or_overwrite(serve, qwen25, qw
 @pytest.fixture
 def slow_echo_server(qwen25_dir, tau2_backend):
     """``slime-tau serve --policy echo --latency-ms 300`` in its own process."""
-    port = free_port()
-    cmd = [*CLI, "serve", "--policy", "echo", "--latency-ms", "300", "--port", str(port), "--tokenizer", qwen25_dir]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail(f"slime-tau serve did not come up: {proc.stdout.read().decode()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with cli_server("--policy", "echo", "--latency-ms", "300", "--tokenizer", qwen25_dir) as url:
+        yield url
 
 
 def test_ctrl_c_keeps_what_finished_and_resume_completes_the_run(slow_echo_server, qwen25_dir, tmp_path):
