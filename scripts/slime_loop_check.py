@@ -108,6 +108,7 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
     q = {name: shlex.quote(str(p)) for name, p in dict(tok=tok, train=train, eval=eval_yaml, tau=tau_yaml).items()}
     # examples/tau-bench/run_qwen3_4B.sh minus Megatron flags and its --dynamic-sampling-filter-path (it drops every
     # oracle group: equal rewards; slime would sample forever). --rollout-num-gpus 1: 0 engines = Semaphore(0), a hang.
+    context = f"--rollout-max-context-len {ns.max_context_len}" if ns.max_context_len else ""
     flags = shlex.split(f"""
         --hf-checkpoint {q["tok"]} --prompt-data {q["train"]} --input-key index --metadata-key metadata
         --rollout-shuffle --num-rollout 1 --rollout-batch-size {n} --n-samples-per-prompt {k}
@@ -115,6 +116,7 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
         --rollout-temperature 1 --global-batch-size {n * k} --balance-data
         --eval-config {q["eval"]} --n-samples-per-eval-prompt 1 --eval-max-response-len {ns.max_response_len}
         --eval-top-k 1 --rollout-num-gpus 1 --rollout-num-gpus-per-engine 1
+        --use-dynamic-batch-size --max-tokens-per-gpu {ns.max_tokens_per_gpu} {context}
         --sglang-router-ip {where.hostname} --sglang-router-port {where.port}
         --custom-generate-function-path slime_tau_plugin.generate.generate --custom-config-path {q["tau"]}
     """)
@@ -126,6 +128,7 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
     vars(args).update(vars(sglang_ns))
     megatron = dict.fromkeys(["load", "ref_load", "save", "load_debug_rollout_data"])  # + _pre_parse_mode's flags
     vars(args).update(megatron, train_backend="megatron", debug_rollout_only=True, debug_train_only=False)
+    args.context_parallel_size = 1  # Megatron's flag (the τ example's --context-parallel-size 1)
     slime_validate_args(args)  # resolves --eval-config into args.eval_datasets, applies --custom-config-path
     sglang_arguments.validate_args(args)
     return args
@@ -175,6 +178,8 @@ def main() -> int:
     p.add_argument("--extra-groups", type=int, default=4, help="over-sampling: batch = n-train-groups + this")
     p.add_argument("--n-samples-per-prompt", type=int, default=2)
     p.add_argument("--max-response-len", type=int, default=1024, help="slime's τ example uses 1024")
+    p.add_argument("--max-tokens-per-gpu", type=int, default=9216, help="the τ example's; x CP 1 = the episode bound")
+    p.add_argument("--max-context-len", type=int, default=None, help="--rollout-max-context-len (overrides that)")
     p.add_argument("--eval", action="append", default=None, help="BENCHMARK/DOMAIN/SPLIT (repeatable)")
     p.add_argument("--latency-ms", type=int, default=50)
     p.add_argument("--sglang-url", default=None, help="use this server/router instead of starting ours")
