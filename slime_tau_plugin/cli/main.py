@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from .. import __version__
@@ -54,7 +55,13 @@ class SampleTracebackFilter(logging.Filter):
 
 
 def configure_logging(verbosity: int) -> None:
-    """One stderr handler on the root logger (unless the host already configured one)."""
+    """One stderr handler on the root logger (unless the host already configured one).
+
+    transformers prints an advisory on import when torch is absent (every CPU run of this CLI: only the
+    tokenizer is used); below ``-v`` only its errors show, so an error stays the one line on stderr.
+    """
+    if verbosity == 0:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SampleTracebackFilter(verbosity))
