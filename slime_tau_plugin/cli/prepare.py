@@ -50,20 +50,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar=SET,
-        help="a training set (repeatable; DOMAIN may be a comma list), e.g. tau2/retail,airline/train",
+        help="a training set (repeatable; DOMAIN may be a comma list), e.g. tau2/retail,airline/train "
+        "(default: the shorthand's tau2/retail/train)",
     )
     sets.add_argument("--benchmark", default=None, help="one set: tau2 (default) or tau1")
     sets.add_argument(
         "--domain", default=None, help="one set: retail (default), airline, telecom (tau2), or a comma list"
     )
     sets.add_argument("--split", default=None, help="one set: train (default), test, base, ...")
-    p.add_argument("--out", required=True, metavar="FILE.jsonl", help="the training file (slime --prompt-data)")
+    p.add_argument(
+        "--out", required=True, metavar="FILE.jsonl", help="the training file (slime --prompt-data; required)"
+    )
     p.add_argument(
         "--eval",
         action="append",
         default=[],
         metavar=SET,
-        help="an eval set (repeatable; DOMAIN may be a comma list): its own file + a dataset in the eval YAML",
+        help="an eval set (repeatable; DOMAIN may be a comma list): its own file + a dataset in the eval YAML "
+        "(default: none)",
     )
     p.add_argument(
         "--eval-samples",
@@ -72,8 +76,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="episodes per eval task (slime's n_samples_per_eval_prompt; pass^k needs K >= k); default 1",
     )
-    p.add_argument("--allow-leakage", action="store_true", help="write eval sets that overlap the training tasks")
-    p.add_argument("--force", action="store_true", help="overwrite output files that already exist")
+    p.add_argument(
+        "--allow-leakage",
+        action="store_true",
+        help="write eval sets that overlap the training tasks (default: off, refused)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite output files that already exist (default: off, refused)"
+    )
     p.add_argument(
         "--format",
         default="slime",
