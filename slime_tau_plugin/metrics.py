@@ -62,6 +62,23 @@ def is_success(reward: float) -> bool:
     return reward >= SUCCESS_THRESHOLD
 
 
+def per_task_outcomes(samples: Iterable[Any]) -> tuple[list[int], list[int]]:
+    """Successes and trials of each τ task (by ``task_id``/``task_index``), in task order: pass^k's input."""
+    successes: Counter[str] = Counter()
+    trials: Counter[str] = Counter()
+    for s in samples:
+        task = _task_of(s)
+        trials[task] += 1
+        successes[task] += is_success(float(s.reward or 0.0))
+    tasks = sorted(trials)
+    return [successes[t] for t in tasks], [trials[t] for t in tasks]
+
+
+def pass_hat_ks(successes: Sequence[int], trials: Sequence[int]) -> dict[str, float]:
+    """``pass^1`` .. ``pass^n`` for n = the fewest trials any task has (what the data supports)."""
+    return {f"pass^{k}": pass_hat_k(successes, trials, k) for k in range(1, min(trials) + 1)}
+
+
 def episode_metrics(
     samples: Iterable[Any], prefix: str, *, with_pass_k: bool = False, default_domain: str = "tau2/retail"
 ) -> dict[str, float]:
@@ -149,14 +166,7 @@ def _domain_metrics(group: list[Any]) -> dict[str, float]:
 
 
 def _pass_k_metrics(group: list[Any], where: str) -> dict[str, float]:
-    successes: Counter[str] = Counter()
-    trials: Counter[str] = Counter()
-    for s in group:
-        task = _task_of(s)
-        trials[task] += 1
-        successes[task] += is_success(float(s.reward))
-    tasks = sorted(trials)
-    counts = [trials[t] for t in tasks]
+    wins, counts = per_task_outcomes(group)
     n = min(counts)
     if n != max(counts):
         logger.warning(
@@ -166,10 +176,7 @@ def _pass_k_metrics(group: list[Any], where: str) -> dict[str, float]:
             max(counts),
             n,
         )
-    wins = [successes[t] for t in tasks]
-    stats = {f"pass^{k}": pass_hat_k(wins, counts, k) for k in range(1, n + 1)}
-    stats |= {"tasks": float(len(tasks)), "trials_per_task": float(n)}
-    return stats
+    return {**pass_hat_ks(wins, counts), "tasks": float(len(counts)), "trials_per_task": float(n)}
 
 
 def _emit(args: Any, rollout_id: int, metrics: dict[str, float], step_key: str) -> None:

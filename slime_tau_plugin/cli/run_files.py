@@ -33,11 +33,7 @@ class SamplesFile:
 
     def row(self, i: int) -> dict[str, Any] | None:
         """Row ``i`` as JSON, or None when its line is not one complete JSON object (a cut-off write)."""
-        try:
-            row = json.loads(self.lines[i].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return None
-        return row if isinstance(row, dict) else None
+        return decode_row(self.lines[i])
 
     def where(self, i: int) -> str:
         return f"{self.path} line {self.line_numbers[i]}"
@@ -73,6 +69,15 @@ class ShownSample:
                 runs.append((bool(self.loss_mask[start]), start, i))
                 start = i
         return runs
+
+
+def decode_row(line: bytes) -> dict[str, Any] | None:
+    """One ``samples.jsonl`` line as a JSON object, or None (a write cut off by a killed run, or not a row)."""
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def read_samples(run_dir: str | Path) -> SamplesFile:

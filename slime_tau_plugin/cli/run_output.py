@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .run_files import decode_row
 
 RUNS = Path("runs")
 LATEST = RUNS / "latest"
@@ -143,11 +144,8 @@ def _resumed(path: Path, shown: Path) -> RunDir:
     for number, line in enumerate(lines, start=1):
         end = offset + len(line) + (1 if number < len(lines) else 0)
         if line.strip():
-            try:
-                row = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                row = None
-            if not isinstance(row, dict) or not isinstance(row.get("metadata"), dict):
+            row = decode_row(line)
+            if row is None or not isinstance(row.get("metadata"), dict):
                 if number == len(lines) and row is None:  # cut off by a killed run: dropped, then played again
                     print(f"--resume: dropping the cut-off last line of {samples}", file=sys.stderr)
                     break

@@ -24,7 +24,7 @@ from ..data import task_row
 from ..envs import TaskRef
 from ..generate import generate
 from ..loop_http import aclose_all
-from ..metrics import is_success, pass_hat_k
+from ..metrics import pass_hat_ks, per_task_outcomes
 
 
 @dataclass
@@ -205,21 +205,14 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = N
 
 
 def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
-    trials: Counter[str] = Counter()
-    wins: Counter[str] = Counter()
-    for s in group:
-        key = str(s.metadata.get("task_id", s.metadata.get("task_index")))
-        trials[key] += 1
-        wins[key] += int(is_success(s.reward or 0.0))
-    tasks = sorted(trials)
-    counts = [trials[t] for t in tasks]
+    wins, counts = per_task_outcomes(group)
     n = len(group)
     errors = error_counts(group)
     return {
-        "tasks": len(tasks),
+        "tasks": len(counts),
         "samples": n,
         "trials_per_task": [min(counts), max(counts)],
-        **{f"pass^{k}": pass_hat_k([wins[t] for t in tasks], counts, k) for k in range(1, min(counts) + 1)},
+        **pass_hat_ks(wins, counts),
         "mean_reward": sum(s.reward or 0.0 for s in group) / n,
         "mean_turns": sum(s.metadata.get("num_turns", 0) for s in group) / n,
         "tool_calls": sum(s.metadata.get("tool_calls", 0) for s in group),
