@@ -52,6 +52,8 @@ def build_sglang_server(
         fake = ScriptedModel(tokenizer, _load_script(script))
     elif model == "oracle":
         sets = list(task_sets) or select_task_sets()
+        for benchmark in {task_set[0] for task_set in sets}:
+            get_backend(benchmark)  # imports τ here: module imports racing the caller's in the loader thread can fail
         fake = OracleModel(tokenizer, lambda: oracle_scripts(sets), tool_call_format)
     else:
         raise ConfigError(f"fake model {model!r} is unknown; expected one of {', '.join(FAKE_MODELS)}")

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import sysconfig
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -121,6 +122,9 @@ class OracleModel(_TextModel):
         self._error: Exception | None = None
         self._ready = threading.Event()
         if callable(scripts):
+            # CPython 3.11 fills sysconfig's cache unlocked: a first call from the loader thread (loguru
+            # imports call it) racing one from the caller's thread raises KeyError('userbase'). Fill it here.
+            sysconfig.get_config_vars()
             threading.Thread(target=self._build, args=(scripts,), name="oracle-index", daemon=True).start()
         else:
             self._index = scripts if isinstance(scripts, ScriptIndex) else ScriptIndex(scripts)
