@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sysconfig
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,11 +20,21 @@ _pools: dict[int, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
 
 
+def prepare_for_threads() -> None:
+    """Fill caches CPython fills without a lock, before a worker thread can race the caller to them.
+
+    CPython 3.11's first ``sysconfig.get_config_vars()`` publishes a half-filled dict: a second thread
+    calling it meanwhile (loguru's import does, and so does zoneinfo's) raises ``KeyError('userbase')``.
+    """
+    sysconfig.get_config_vars()
+
+
 def get_pool(workers: int) -> ThreadPoolExecutor:
     """A process-wide pool per size (created once, reused across episodes and event loops)."""
     with _lock:
         pool = _pools.get(workers)
         if pool is None:
+            prepare_for_threads()
             pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tau-env")
             _pools[workers] = pool
         return pool

@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 import json
-import sysconfig
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..blocking import prepare_for_threads
 from ..envs.base import TaskScript
 from ..errors import ConfigError
 from ..templates import ChatTemplate
@@ -122,9 +122,7 @@ class OracleModel(_TextModel):
         self._error: Exception | None = None
         self._ready = threading.Event()
         if callable(scripts):
-            # CPython 3.11 fills sysconfig's cache unlocked: a first call from the loader thread (loguru
-            # imports call it) racing one from the caller's thread raises KeyError('userbase'). Fill it here.
-            sysconfig.get_config_vars()
+            prepare_for_threads()
             threading.Thread(target=self._build, args=(scripts,), name="oracle-index", daemon=True).start()
         else:
             self._index = scripts if isinstance(scripts, ScriptIndex) else ScriptIndex(scripts)

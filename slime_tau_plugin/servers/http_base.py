@@ -14,6 +14,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..blocking import prepare_for_threads
 from ..errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class JSONServer:
         return f"http://{host}:{port}"
 
     def start(self):
+        prepare_for_threads()
         self._thread = threading.Thread(target=self._httpd.serve_forever, name=self.name, daemon=True)
         self._thread.start()
         return self

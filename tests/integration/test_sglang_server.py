@@ -9,6 +9,8 @@ slime does (``response["workers"][i]["url"]``, ``loads[i]["num_running_reqs"]``)
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -236,3 +238,27 @@ def test_task_sets_default_to_everything_installed_and_filters_narrow_them(tau2_
     assert select_task_sets(None, "telecom", "full") == [("tau2", "telecom", "full")]
     with pytest.raises(ConfigError, match="split=nope"):
         select_task_sets(None, "retail", "nope")
+
+
+def test_oracle_leaves_sysconfig_first_use_to_the_callers_thread(tmp_path):
+    """CPython 3.11 fills sysconfig's cache without a lock; the oracle's loader thread importing τ
+    (loguru reads sysconfig) raced the caller's own imports in CI and failed with KeyError('userbase').
+    The first fill must happen on the thread that builds the server, before any of ours start."""
+    code = """
+import sysconfig, threading
+first = []
+fill = sysconfig.get_config_vars
+def spy(*args):
+    if not first:
+        first.append(threading.current_thread().name)
+    return fill(*args)
+sysconfig.get_config_vars = spy
+from slime_tau_plugin.servers import build_sglang_server
+from slime_tau_plugin.templates import default_tokenizer_dir, load_tokenizer
+server = build_sglang_server("oracle", load_tokenizer(default_tokenizer_dir()), task_sets=[("tau2", "retail", "test")])
+server.policy.index
+print(first)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['MainThread']", done.stdout
