@@ -247,7 +247,16 @@ def main() -> int:
         f"max {max(waits):.2f} s; never started (slime marks them ABORTED): {submitted * k - len(train_calls)}"
     )
     ok = all(good for _, good in lines)
-    print("PASS: every train and eval sample COMPLETED with reward 1.0" if ok else "FAIL: see the table above")
+    every = flat + [s for data in eval_out.data.values() for s in data["samples"]]
+    truncated = sum(str(s.status).endswith("TRUNCATED") for s in every)
+    bound = ns.max_context_len or ns.max_tokens_per_gpu
+    hint = (
+        f"; {truncated} TRUNCATED by the {bound}-token episode bound (τ² prompts outgrow the τ example's 9216:"
+        " try --max-context-len 16384)"
+        if truncated
+        else ""
+    )
+    print("PASS: every train and eval sample COMPLETED with reward 1.0" if ok else f"FAIL: see the table above{hint}")
     return 0 if ok else 1
 
 
