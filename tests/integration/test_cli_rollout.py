@@ -22,8 +22,8 @@ from slime_tau_plugin import __version__
 from slime_tau_plugin.cli.main import build_parser, main
 from slime_tau_plugin.cli.runner import RolloutSample, summarize
 from slime_tau_plugin.servers.fake_models import EchoModel
-from slime_tau_plugin.servers.sglang_server import ServerFaultError
 from tests.conftest import cli_server
+from tests.server_faults import FailingModel
 
 CLI = [sys.executable, "-m", "slime_tau_plugin.cli"]
 
@@ -59,15 +59,6 @@ def rows_of(run: Path) -> list[dict]:
 
 def pairs_of(rows: list[dict]) -> list[tuple[str, int]]:
     return [(row["metadata"]["task_id"], row["metadata"]["trial"]) for row in rows]
-
-
-class FailingModel:
-    """A policy whose every ``/generate`` is refused, as SGLang refuses a malformed request (HTTP 400)."""
-
-    tokenizer = None
-
-    def generate(self, input_ids, sampling_params):
-        raise ServerFaultError(400, "sampling_params.max_new_tokens must be positive")
 
 
 @pytest.mark.parametrize(
@@ -149,8 +140,8 @@ def test_llm_user_endpoint_checks_name_the_fix():
         server.stop()
 
 
-def test_a_run_whose_samples_all_failed_exits_1_and_says_why(serve, qwen25_dir, tau2_backend, tmp_path):
-    server = serve(FailingModel())
+def test_a_run_whose_samples_all_failed_exits_1_and_says_why(serve, qwen25, qwen25_dir, tau2_backend, tmp_path):
+    server = serve(FailingModel(qwen25, 400, "sampling_params.max_new_tokens must be positive"))
     out = tmp_path / "run"
     flags = ["--sglang-url", server.url, "--tokenizer", qwen25_dir, "--tasks", "0-1", "--out", str(out)]
     done = slime_tau(["rollout", *flags])

@@ -15,10 +15,11 @@ import pytest
 from slime_tau_plugin.errors import ConfigError
 from slime_tau_plugin.generate import generate
 from slime_tau_plugin.servers.fake_models import ScriptedModel, format_tool_call
-from slime_tau_plugin.servers.sglang_server import ModelOutput, ServerFaultError
+from slime_tau_plugin.servers.sglang_server import ModelOutput
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, requests_of, slime_args
 from tests.invariants import assert_sample_invariants, assert_tito
+from tests.server_faults import FailingModel
 
 GOOD_CALL = format_tool_call("find_user_id_by_email", {"email": "nobody@example.com"})
 
@@ -127,27 +128,15 @@ def test_engine_abort_is_aborted(tau2_backend, qwen25, qwen25_dir, serve):
 
 
 def test_transient_5xx_is_retried_then_succeeds(tau2_backend, qwen25, qwen25_dir, serve):
-    class FlakyOnce(ScriptedModel):
-        failures = 0
-
-        def generate(self, input_ids, sampling_params):
-            if FlakyOnce.failures < 2:
-                FlakyOnce.failures += 1
-                raise ServerFaultError(503, "engine overloaded")
-            return super().generate(input_ids, sampling_params)
-
-    server = serve(FlakyOnce(qwen25, ["Hello."]))
+    flaky = FailingModel(qwen25, 503, "engine overloaded", failures=2, texts=["Hello."])
+    server = serve(flaky)
     sample = run_one(tau2_backend, server, qwen25_dir, "flaky")
-    assert sample.status is Sample.Status.COMPLETED and FlakyOnce.failures == 2
+    assert sample.status is Sample.Status.COMPLETED and flaky.failed == 2
     assert len(requests_of(server, sample)) == 3
 
 
 def test_persistent_5xx_fails_the_sample_without_raising(tau2_backend, qwen25, qwen25_dir, serve):
-    class Broken(ScriptedModel):
-        def generate(self, input_ids, sampling_params):
-            raise ServerFaultError(500, "CUDA error: device-side assert")
-
-    server = serve(Broken(qwen25, ["unused"]))
+    server = serve(FailingModel(qwen25, 500, "CUDA error: device-side assert"))
     sample = run_one(tau2_backend, server, qwen25_dir, "broken", tau_policy_retries=2)
     assert sample.status is Sample.Status.FAILED and sample.remove_sample
     assert "500" in sample.metadata["error"] and sample.metadata["termination_reason"] == "policy_error"

@@ -19,10 +19,11 @@ from slime_tau_plugin.policy_openai import OpenAICompletionsPolicy
 from slime_tau_plugin.retry import RetrySettings
 from slime_tau_plugin.servers.fake_models import ScriptedModel
 from slime_tau_plugin.servers.http_base import JSONServer
-from slime_tau_plugin.servers.sglang_server import ServerFaultError, fake_logprob
+from slime_tau_plugin.servers.sglang_server import fake_logprob
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, run_all, slime_args
 from tests.invariants import assert_sample_invariants, assert_tito
+from tests.server_faults import FailingModel
 
 FAST_RETRY = RetrySettings(attempts=3, backoff_s=0.01, max_backoff_s=0.02)
 
@@ -170,11 +171,7 @@ def test_context_overflow_is_a_context_length_error_not_retried(qwen25, serve):
 
 
 def test_persistent_5xx_is_retried_then_an_http_error(qwen25, serve):
-    class Broken(ScriptedModel):
-        def generate(self, input_ids, sampling_params):
-            raise ServerFaultError(503, "engine overloaded")
-
-    server = serve(Broken(qwen25, ["unused"]))
+    server = serve(FailingModel(qwen25, 503, "engine overloaded"))
     with pytest.raises(PolicyHTTPError) as caught:
         _generate(server, _prompt(qwen25))
     assert caught.value.status == 503 and not isinstance(caught.value, ContextLengthError)
@@ -182,16 +179,7 @@ def test_persistent_5xx_is_retried_then_an_http_error(qwen25, serve):
 
 
 def test_transient_5xx_is_retried_then_succeeds(qwen25, serve):
-    class FlakyOnce(ScriptedModel):
-        failures = 0
-
-        def generate(self, input_ids, sampling_params):
-            if FlakyOnce.failures < 1:
-                FlakyOnce.failures += 1
-                raise ServerFaultError(500, "CUDA error")
-            return super().generate(input_ids, sampling_params)
-
-    server = serve(FlakyOnce(qwen25, ["Hello."]))
+    server = serve(FailingModel(qwen25, 500, "CUDA error", failures=1, texts=["Hello."]))
     assert _generate(server, _prompt(qwen25)).finish_reason is FinishReason.STOP
     assert len(server.completion_requests) == 2
 
