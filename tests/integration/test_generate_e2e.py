@@ -7,6 +7,7 @@ Several episodes run concurrently through ``generate`` with a Sample stand-in th
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 from types import SimpleNamespace
 
@@ -40,12 +41,19 @@ def slime_args(server, tokenizer_dir: str, **extra) -> SimpleNamespace:
     return SimpleNamespace(**{**base, **extra})
 
 
+_batches = itertools.count()
+
+
 def make_samples(backend, domain: str, split: str, count: int, cls=Sample) -> list:
+    """Samples of the first ``count`` tasks; session ids are unique in the test session, because
+    :func:`requests_of` selects a sample's requests by them on servers that tests share."""
     refs = backend.task_refs(domain, split)[:count]
+    batch = next(_batches)
     samples = []
     for i, ref in enumerate(refs):
         row = task_row(i, ref)
-        samples.append(cls(prompt=row["index"], metadata=row["metadata"], session_id=f"{domain}-{split}-{i}"))
+        session_id = f"{domain}-{split}-{i}-b{batch}"
+        samples.append(cls(prompt=row["index"], metadata=row["metadata"], session_id=session_id))
     return samples
 
 

@@ -61,13 +61,6 @@ def slime_rollout_module(monkeypatch):
     _SingletonMeta._instances.clear()
 
 
-def _own_ids(samples, prefix: str):
-    """Session ids of this file only: the oracle server is shared by the session, and ids select requests."""
-    for sample in samples:
-        sample.session_id = f"{prefix}-{sample.session_id}"
-    return samples
-
-
 def _play(server, tokenizer_dir, samples, **budget_args):
     args = slime_args(server, tokenizer_dir, rollout_max_response_len=1024, **budget_args)
     sampling = {**SAMPLING, "max_new_tokens": 1024}  # what slime puts there from --rollout-max-response-len
@@ -87,7 +80,7 @@ def test_slime_tau_example_budgets_truncate_only_at_the_sequence_bound(
 ):
     """With slime's τ example flags the whole sequence is bounded by 1 x 9216 tokens per GPU, not by 1024."""
     server = oracle_server_factory(qwen25, (("retail", "train"),))
-    samples = _own_ids(make_samples(tau2_backend, "retail", "train", 6), "tau-example")
+    samples = make_samples(tau2_backend, "retail", "train", 6)
     _play(server, qwen25_dir, samples, **SLIME_TAU_EXAMPLE)
     for sample in samples:
         assert len(sample.tokens) <= 9216
@@ -101,7 +94,7 @@ def test_with_room_in_the_context_every_oracle_episode_completes(
     tau2_backend, qwen25, qwen25_dir, oracle_server_factory
 ):
     server = oracle_server_factory(qwen25, (("retail", "train"),))
-    samples = _own_ids(make_samples(tau2_backend, "retail", "train", 6), "roomy")
+    samples = make_samples(tau2_backend, "retail", "train", 6)
     _play(server, qwen25_dir, samples, rollout_max_context_len=16384)
     assert [(s.status, s.reward) for s in samples] == [(Sample.Status.COMPLETED, 1.0)] * 6
 
@@ -120,13 +113,15 @@ def test_budget_sources_follow_slime():
 def test_abort_between_turns_returns_within_one_turn(tau2_backend, qwen25, qwen25_dir, serve, slime_rollout_module):
     latency = 0.2
     server = serve(ScriptedModel(qwen25, [GOOD_CALL] * 100), latency_s=latency)
-    samples = _own_ids(make_samples(tau2_backend, "retail", "train", 4), "abort")
+    samples = make_samples(tau2_backend, "retail", "train", 4)
     args = slime_args(server, qwen25_dir, tau_max_turns=100)
     state = slime_rollout_module(args)  # slime creates it before any rollout
 
     async def run():
         tasks = [asyncio.create_task(generate(args, s, SAMPLING)) for s in samples]
-        await asyncio.sleep(1.0)  # a few turns in, every episode is still playing
+        deadline = time.perf_counter() + 30  # a cold process spends its first second loading the tokenizer
+        while min(len(requests_of(server, s)) for s in samples) < 2 and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)  # every episode a turn or two in, still playing
         counts = {s.session_id: len(requests_of(server, s)) for s in samples}
         state.aborted, t_abort = True, time.perf_counter()
         await asyncio.gather(*tasks)
