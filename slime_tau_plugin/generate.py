@@ -57,8 +57,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         agent = get_agent(config)
     except MissingSettingError as exc:
         _log_missing_once(str(exc))
-        ref = TaskRef(config.benchmark, config.domain, config.split, "?")
-        fill_sample(args, sample, _failed(ref, exc), None, config)
+        fill_sample(args, sample, _failed(config, exc), None, config)
         return sample
     params = dict(sampling_params)  # slime shares one dict across eval samples
     session_id = getattr(sample, "session_id", None)
@@ -70,7 +69,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         )
     except Exception as exc:  # the failure boundary: nothing reaches slime
         logger.exception("episode for sample index=%s failed before it started", getattr(sample, "index", None))
-        result = _failed(TaskRef(config.benchmark, config.domain, config.split, "?"), exc)
+        result = _failed(config, exc)
     fill_sample(args, sample, result, agent.tokenizer, config)
     return sample
 
@@ -145,7 +144,9 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
     return meta
 
 
-def _failed(ref: TaskRef, exc: BaseException) -> EpisodeResult:
+def _failed(config: TauConfig, exc: BaseException) -> EpisodeResult:
+    """An episode that failed before its task was known (the task id is ``?``)."""
+    ref = TaskRef(config.benchmark, config.domain, config.split, "?")
     return EpisodeResult(ref, TerminationReason.ENV_ERROR, None, error=f"{type(exc).__name__}: {exc}")
 
 
