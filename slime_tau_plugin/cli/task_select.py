@@ -27,7 +27,10 @@ def parse_task_range(spec: str | None, total: int | None) -> list[int]:
             start, end = int(lo), int(hi or lo)
         except ValueError as exc:
             raise ConfigError(f"--tasks={spec!r}: expected ranges like 0-9,12") from exc
-        if not 0 <= start <= end < (total if total is not None else end + 1):
+        if start > end:
+            backwards = f"the range {start}-{end} runs backwards"
+            raise ConfigError(f"--tasks={spec!r}: {backwards}; write it low-high ({end}-{start})")
+        if total is not None and end >= total:
             raise ConfigError(f"--tasks={spec!r}: positions must lie in 0-{total - 1}")
         picked.extend(range(start, end + 1))
     _refuse_repeats("--tasks", spec, [str(p) for p in picked], "position")

@@ -53,6 +53,9 @@ def test_task_ranges_parse_and_reject_bad_input():
         parse_task_range("3-12", 10)
     with pytest.raises(ConfigError, match="ranges like"):
         parse_task_range("a-b", 10)
+    for total in (10, None):  # None: the syntax check the CLI runs before τ loads
+        with pytest.raises(ConfigError, match=r"the range 5-2 runs backwards; write it low-high \(2-5\)"):
+            parse_task_range("0,5-2", total)
 
 
 def test_rollout_against_a_served_process_writes_exact_samples(rollout_dir, qwen25):

@@ -94,6 +94,7 @@ def test_bad_values_are_refused_in_one_line(flags, flag, tmp_path):
         (["--sglang-url", "http://127.0.0.1:9", "--policy", "echo"], "--policy picks the built-in server"),
         (["--sglang-url", "http://127.0.0.1:9", "--script", "r.json"], "--script picks the built-in server"),
         (["--tasks", "0,0"], "lists position 0 more than once"),
+        (["--tasks", "5-2"], "the range 5-2 runs backwards"),
         (["--tasks", "0-3,2-5", "--samples-per-task", "2"], "lists position 2 more than once"),
         (["--task-ids", "7,7"], "lists task id 7 more than once"),
     ],
