@@ -45,6 +45,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def port_number(text: str) -> int:
+    """argparse ``type=``: a TCP port, 0-65535 (0: any free port)."""
+    value = _number(int, text, "an integer")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is invalid; expected a port in 0-65535 (0: any free port)")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """argparse ``type=``: a number >= 0 (a temperature)."""
     value = _number(float, text, "a number")

@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(ns.verbose)
     try:
         return COMMANDS[ns.command].run(ns)
-    except ConfigError as exc:
-        print(f"slime-tau {ns.command}: error: {exc}", file=sys.stderr)
+    except ConfigError as exc:  # one line, even where it quotes a multi-line message from a library
+        print(f"slime-tau {ns.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"slime-tau {ns.command}: interrupted", file=sys.stderr)

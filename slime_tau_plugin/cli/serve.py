@@ -14,6 +14,7 @@ import time
 
 from ..config import BENCHMARK_DOMAINS
 from ..servers import FAKE_MODELS
+from .args import non_negative_float, port_number, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,10 +33,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tokenizer", default=None, help="tokenizer directory (default: the built-in Qwen3 one)")
     p.add_argument("--host", default="127.0.0.1", help=f"address to bind; 0.0.0.0 for other hosts {d}")
-    p.add_argument("--port", type=int, default=30000, help=f"port to listen on {d}")
-    p.add_argument("--latency-ms", type=float, default=0.0, help=f"added to each /generate; an abort ends it {d}")
+    p.add_argument("--port", type=port_number, default=30000, help=f"port to listen on {d}")
     p.add_argument(
-        "--context-len", type=int, default=32768, help=f"the fake model's context: longer requests get 400 {d}"
+        "--latency-ms", type=non_negative_float, default=0.0, help=f"added to each /generate; an abort ends it {d}"
+    )
+    p.add_argument(
+        "--context-len", type=positive_int, default=32768, help=f"the fake model's context: longer requests get 400 {d}"
     )
     p.add_argument("--tool-call-format", default="qwen25", help=f"how the oracle writes tool calls {d}")
 

@@ -23,8 +23,8 @@ def parse_task_range(spec: str | None, total: int | None) -> list[int]:
     picked: list[int] = []
     for part in spec.split(","):
         try:
-            lo, _, hi = part.strip().partition("-")
-            start, end = int(lo), int(hi or lo)
+            lo, dash, hi = part.strip().partition("-")
+            start, end = int(lo), int(hi if dash else lo)  # "3-" is malformed, not "3"
         except ValueError as exc:
             raise ConfigError(f"--tasks={spec!r}: expected ranges like 0-9,12") from exc
         if start > end:

@@ -51,8 +51,9 @@ def test_task_ranges_parse_and_reject_bad_input():
     assert parse_task_range(None, 3) == [0, 1, 2]
     with pytest.raises(ConfigError, match="0-9"):
         parse_task_range("3-12", 10)
-    with pytest.raises(ConfigError, match="ranges like"):
-        parse_task_range("a-b", 10)
+    for malformed in ("a-b", "3-", "-3", ""):
+        with pytest.raises(ConfigError, match="ranges like"):
+            parse_task_range(malformed, 10)
     for total in (10, None):  # None: the syntax check the CLI runs before τ loads
         with pytest.raises(ConfigError, match=r"the range 5-2 runs backwards; write it low-high \(2-5\)"):
             parse_task_range("0,5-2", total)

@@ -33,3 +33,22 @@ def test_serve_with_a_bad_script_is_one_line(tmp_path, qwen25_dir, content, need
         script.write_text(content, encoding="utf-8")
     done = slime_tau(["serve", "--policy", "scripted", "--script", str(script), "--tokenizer", qwen25_dir])
     assert_one_line_error(done, f"--script {script}", needle, command="serve")
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--port", "99999"], "argument --port: 99999 is invalid; expected a port in 0-65535"),
+        (["--port", "-1"], "expected a port in 0-65535"),
+        (["--latency-ms", "-5"], "argument --latency-ms: -5 is invalid; expected a number >= 0"),
+        (["--context-len", "0"], "argument --context-len: 0 is invalid; expected an integer >= 1"),
+    ],
+)
+def test_serve_with_out_of_range_numbers_is_one_line(flags, needle):
+    assert_one_line_error(slime_tau(["serve", "--policy", "echo", *flags]), needle, command="serve")
+
+
+def test_a_library_message_over_several_lines_is_still_one_line(tmp_path):
+    """transformers explains an unloadable tokenizer over several lines; the CLI's error stays one."""
+    done = slime_tau(["rollout", "--tokenizer", str(tmp_path), "--out", str(tmp_path / "run")])
+    assert_one_line_error(done, f"cannot load a tokenizer from '{tmp_path}'", "pass a local Hugging Face")
