@@ -60,6 +60,14 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
     install_requires=CORE,
-    extras_require={"sglang": SGLANG_PARSERS, "tau2": TAU2, "test": TEST, "verl": ["pandas", "pyarrow"]},
+    extras_require={
+        "sglang": SGLANG_PARSERS,
+        "tau2": TAU2,
+        "test": TEST,
+        "verl": ["pandas", "pyarrow"],
+        # make-tiny-model, serve --model, verify. torch==2.13.0 is the CPU wheel when installed with
+        # --index-url https://download.pytorch.org/whl/cpu (PyPI's pulls GBs of CUDA).
+        "model": ["torch==2.13.0", "transformers>=4.51"],
+    },
     entry_points={"console_scripts": ["slime-tau=slime_tau_plugin.cli:main"]},
 )

@@ -16,14 +16,14 @@ import os
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from slime_tau_plugin.cli.runner import RolloutSample  # noqa: E402
+from slime_tau_plugin.config import TauConfig  # noqa: E402
 from slime_tau_plugin.data import task_row  # noqa: E402
 from slime_tau_plugin.envs import get_backend  # noqa: E402
-from slime_tau_plugin.generate import generate  # noqa: E402
+from slime_tau_plugin.generate import play_sample  # noqa: E402
 from slime_tau_plugin.loop_http import aclose_all  # noqa: E402
 from slime_tau_plugin.templates import default_tokenizer_dir  # noqa: E402
 
@@ -57,7 +57,7 @@ def _wait_ready(url: str) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
-async def _episodes(args: SimpleNamespace, n: int) -> tuple[float, float, list[float]]:
+async def _episodes(config: TauConfig, n: int) -> tuple[float, float, list[float]]:
     refs = get_backend("tau2").task_refs("retail", "train")
     samples = []
     for i in range(n):
@@ -66,7 +66,7 @@ async def _episodes(args: SimpleNamespace, n: int) -> tuple[float, float, list[f
 
     async def timed(sample: RolloutSample) -> float:
         t0 = time.perf_counter()
-        await generate(args, sample, SAMPLING)
+        await play_sample(config, sample, SAMPLING)
         assert sample.status is RolloutSample.Status.COMPLETED, sample.metadata.get("error")
         return time.perf_counter() - t0
 
@@ -97,19 +97,19 @@ def main() -> None:
     try:
         user.stdout.readline()
         _wait_ready(f"http://127.0.0.1:{policy_port}")
-        args = SimpleNamespace(
-            hf_checkpoint=tokenizer,
-            tau_policy_url=f"http://127.0.0.1:{policy_port}",
-            tau_user="llm",
-            tau_user_base_url=f"http://127.0.0.1:{user_port}/v1",
-            tau_user_model="scripted-user",
-            tau_user_timeout_s=120.0,
+        config = TauConfig(
+            tokenizer_path=tokenizer,
+            policy_url=f"http://127.0.0.1:{policy_port}",
+            user="llm",
+            user_base_url=f"http://127.0.0.1:{user_port}/v1",
+            user_model="scripted-user",
+            user_timeout_s=120.0,
         )
-        asyncio.run(_episodes(args, 4))  # start-up (agent, template, τ domain) off the clock
+        asyncio.run(_episodes(config, 4))  # start-up (agent, template, τ domain) off the clock
         print("| episodes at once | wall s | longest episode s | sum of episodes s | sum / wall | CPU ms/episode |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: |")
         for n in ns.episodes:
-            wall, cpu, durations = asyncio.run(_episodes(args, n))
+            wall, cpu, durations = asyncio.run(_episodes(config, n))
             print(
                 f"| {n} | {wall:.2f} | {max(durations):.2f} | {sum(durations):.1f} | {sum(durations) / wall:.0f}x | "
                 f"{1000 * cpu / n:.1f} |"

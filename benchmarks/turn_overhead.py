@@ -14,9 +14,9 @@ import argparse
 import asyncio
 import statistics
 import time
-from types import SimpleNamespace
 
-from slime_tau_plugin.cli.runner import run_rollouts
+from slime_tau_plugin.cli.runner import Episode, play
+from slime_tau_plugin.config import TauConfig
 from slime_tau_plugin.envs import get_backend
 from slime_tau_plugin.servers.fake_models import OracleModel
 from slime_tau_plugin.servers.sglang_server import SGLangServer
@@ -30,8 +30,12 @@ def record(tokenizer_dir: str, n_tasks: int):
     refs = backend.task_refs("retail", "train")[:n_tasks]
     tokenizer = load_tokenizer(tokenizer_dir)
     with SGLangServer(OracleModel(tokenizer, [backend.script(r) for r in refs])) as server:
-        args = SimpleNamespace(hf_checkpoint=tokenizer_dir, tau_policy_url=server.url, tau_record_messages=True)
-        return tokenizer, asyncio.run(run_rollouts(args, refs, 1, 8, {"max_new_tokens": 2048}))
+        config = TauConfig(
+            tokenizer_path=tokenizer_dir, policy_url=server.url, record_messages=True, scripted_user_ticket=True
+        )
+        episodes = [Episode(i, ref, 0) for i, ref in enumerate(refs)]
+        batch = asyncio.run(play(config, episodes, concurrency=8, sampling_params={"max_new_tokens": 2048}))
+        return tokenizer, batch.samples
 
 
 def main() -> None:

@@ -10,8 +10,9 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib/tau_launch.sh"
 MODEL_NAME=Qwen2.5-7B-Instruct
 MODEL_SCRIPT=qwen2.5-7B.sh
 CONFIG_STEM=qwen2.5_7B_instruct
-: "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS:=6,7}" # training + colocated rollout engines | the customer
+: "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}" # training + colocated rollout engines | the customer (USER_SIM_GPUS= : none)
 : "${TP_SIZE:=2}" "${ROLLOUT_GPUS_PER_ENGINE:=1}" "${MAX_TOKENS_PER_GPU:=16384}"
 : "${MAX_TOKENS_PER_TURN:=1024}" "${ROLLOUT_MAX_CONTEXT_LEN:=16384}" # one turn | the whole episode (model max 32768)
+: "${EVAL_TEMPERATURE:=1.0}" "${EVAL_INTERVAL:=10}" "${N_SAMPLES_PER_EVAL_PROMPT:=4}" # eval: temperature | every N rollouts (and before step 0) | episodes per task
 
 tau_main "$@"

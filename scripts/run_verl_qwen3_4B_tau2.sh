@@ -7,24 +7,33 @@
 # package (pip install -e .[tau2,sglang]) and pandas/pyarrow must be importable by $PYTHON.
 set -euo pipefail
 REPO_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+# the process helpers of the slime scripts: tau_start_process (own process group, PID recorded), the watchdog
+# tau_watch / tau_check_procs (a started process that dies stops the run with its log's last lines), tau_check_stale
+# shellcheck source-path=SCRIPTDIR source=lib/tau_launch.sh
+source "$REPO_DIR/scripts/lib/tau_launch.sh"
 
 : "${DRY_RUN:=0}" "${PYTHON:=python3}"
 : "${MODEL_PATH:=/root/Qwen3-4B-Instruct-2507}"                  # HF weights: actor, rollout engines, tokenizer
 : "${TRAIN_SETS:=tau2/retail,airline,telecom/train}" "${EVAL_SETS:=tau2/retail,airline,telecom/test}"
 : "${DATA_DIR:=$REPO_DIR/data/verl}" "${TRAIN_FILE:=$DATA_DIR/tau2_train.parquet}" "${VAL_FILE:=${TRAIN_FILE%.parquet}.val.parquet}"
 : "${AGENT_LOOP_CONFIG:=$REPO_DIR/configs/verl/tau_agent_loop.yaml}"
-: "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS:=6,7}"          # actor + colocated rollout engines | the customer
+: "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}"           # actor + colocated rollout engines | the customer (USER_SIM_GPUS= : none, TAU_USER=scripted)
 : "${ROLLOUT_ENGINE:=sglang}" "${ROLLOUT_TP:=1}" "${ROLLOUT_MEM:=0.6}" "${AGENT_WORKERS:=8}"
 # budgets: τ² prompts (policy + tools + first user turn) are ~5k tokens for retail/airline, ~7.6k for telecom;
 # the response budget holds every model turn and every tool/user message of an episode
 : "${MAX_PROMPT_LEN:=8192}" "${MAX_RESPONSE_LEN:=8192}" "${MAX_TOKENS_PER_TURN:=1024}" "${MAX_TURNS:=30}"
 : "${TRAIN_BATCH_SIZE:=24}" "${N_SAMPLES:=8}" "${PPO_MINI_BATCH_SIZE:=24}" "${LR:=1e-6}"
-: "${TOTAL_EPOCHS:=15}" "${TEST_FREQ:=10}" "${SAVE_FREQ:=20}" "${VAL_SAMPLES:=4}"
+: "${TOTAL_EPOCHS:=15}" "${SAVE_FREQ:=20}" "${KEEP_CHECKPOINTS:=3}"  # checkpoints: every SAVE_FREQ steps, the newest N kept (0: all)
+: "${TEST_FREQ:=10}" "${VAL_SAMPLES:=4}" "${EVAL_TEMPERATURE:=1.0}"  # eval: before step 0 and every TEST_FREQ steps | episodes per task | temperature
 : "${TAU_USER:=llm}"                                                 # llm (the server below) or scripted (no LLM)
 : "${USER_SIM_MODEL:=/root/Qwen3-30B-A3B-Instruct-2507}" "${USER_SIM_HOST:=127.0.0.1}" "${USER_SIM_PORT:=30010}"
 : "${USER_SIM_MEM_FRACTION:=0.85}" "${USER_SIM_TIMEOUT_S:=1200}" "${USER_SIM_MODEL_NAME:=$(basename -- "$USER_SIM_MODEL")}"
-: "${RUN_NAME:=verl_qwen3_4B_tau2_$(date +%Y%m%d_%H%M%S)}" "${RUN_DIR:=$REPO_DIR/runs/$RUN_NAME}"
-: "${CKPT_DIR:=$RUN_DIR/checkpoints}" "${WANDB_PROJECT:=slime-tau-verl}"
+# EXPERIMENT names the run across restarts: its checkpoints (CKPT_DIR) and wandb run; the same command resumes
+# from CKPT_DIR's newest checkpoint (trainer.resume_mode=auto) and logs on to the same wandb run.
+: "${EXPERIMENT:=verl_qwen3_4B_tau2}" "${CKPT_DIR:=$REPO_DIR/runs/checkpoints/$EXPERIMENT}"
+: "${RUN_NAME:=${EXPERIMENT}_$(date +%Y%m%d_%H%M%S)}" "${RUN_DIR:=$REPO_DIR/runs/$RUN_NAME}"
+: "${WANDB_PROJECT:=slime-tau-verl}" "${WANDB_RUN_ID:=}" "${CLEAN_STALE:=0}" "${TAU_WATCH_INTERVAL_S:=5}"
+: "${TAU_STATE_DIR:=$(dirname -- "$RUN_DIR")/.launch_state}"
 USER_SIM_BASE_URL="http://$USER_SIM_HOST:$USER_SIM_PORT/v1"
 
 log() { printf '[verl-tau] %s\n' "$*"; }
@@ -36,6 +45,9 @@ count() { local IFS=','; local -a items; read -r -a items <<<"$1"; echo "${#item
 quote() { if [[ $1 =~ ^[A-Za-z0-9_./:,=@%+-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi; }
 
 NUM_TRAIN_GPUS=$(count "$TRAIN_GPUS")
+[[ $TAU_USER != llm || -n $USER_SIM_GPUS ]] ||
+    die "TAU_USER=llm starts the user-simulator server on USER_SIM_GPUS, but USER_SIM_GPUS is empty; set it, or TAU_USER=scripted"
+[[ $KEEP_CHECKPOINTS =~ ^[0-9]+$ ]] || die "KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS; expected a whole number (0: keep all)"
 for gpu in ${TRAIN_GPUS//,/ }; do
     [[ $TAU_USER != llm || ,$USER_SIM_GPUS, != *",$gpu,"* ]] ||
         die "GPU $gpu is in both TRAIN_GPUS=$TRAIN_GPUS and USER_SIM_GPUS=$USER_SIM_GPUS; give each its own GPUs"
@@ -63,7 +75,7 @@ OVERRIDES=(
     actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true
     "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=$((2 * (MAX_PROMPT_LEN + MAX_RESPONSE_LEN)))"
     "actor_rollout_ref.rollout.val_kwargs.n=$VAL_SAMPLES" actor_rollout_ref.rollout.val_kwargs.do_sample=true
-    actor_rollout_ref.rollout.val_kwargs.temperature=1.0
+    "actor_rollout_ref.rollout.val_kwargs.temperature=$EVAL_TEMPERATURE"
     actor_rollout_ref.rollout.multi_turn.enable=true
     "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=$MAX_TURNS"
     "actor_rollout_ref.rollout.agent.agent_loop_config_path=$AGENT_LOOP_CONFIG"
@@ -76,13 +88,14 @@ LOGGER='["console"]'
 OVERRIDES+=(
     "trainer.n_gpus_per_node=$NUM_TRAIN_GPUS" trainer.nnodes=1 "trainer.total_epochs=$TOTAL_EPOCHS"
     "trainer.test_freq=$TEST_FREQ" "trainer.save_freq=$SAVE_FREQ" "trainer.default_local_dir=$CKPT_DIR"
+    trainer.resume_mode=auto "trainer.max_actor_ckpt_to_keep=$( ((KEEP_CHECKPOINTS > 0)) && echo "$KEEP_CHECKPOINTS" || echo null)"
     trainer.val_before_train=true trainer.critic_warmup=0 "trainer.logger=$LOGGER"
-    "trainer.project_name=$WANDB_PROJECT" "trainer.experiment_name=$RUN_NAME"
+    "trainer.project_name=$WANDB_PROJECT" "trainer.experiment_name=$EXPERIMENT"
     "$@"
 )
 TRAIN_CMD=("$PYTHON" -m verl.trainer.main_ppo "${OVERRIDES[@]}")
 USER_SIM_CMD=("$PYTHON" -m sglang.launch_server --model-path "$USER_SIM_MODEL" --served-model-name "$USER_SIM_MODEL_NAME"
-    --tp-size "$(count "$USER_SIM_GPUS")" --host "$USER_SIM_HOST" --port "$USER_SIM_PORT"
+    --tp-size "$(count "${USER_SIM_GPUS:-0}")" --host "$USER_SIM_HOST" --port "$USER_SIM_PORT"
     --mem-fraction-static "$USER_SIM_MEM_FRACTION" --tool-call-parser qwen25)
 
 # τ tasks as verl rows, written once by `slime-tau prepare --format verl` (train + OUT.val.parquet)
@@ -118,6 +131,23 @@ verdict=$(LITELLM_LOCAL_MODEL_COST_MAP=True "$PYTHON" -c "$CHECK" "${OVERRIDES[@
 [[ $verdict == "verl config OK"* ]] || die "${verdict#error: }"
 log "$verdict"
 [[ $DRY_RUN == 1 || -e $MODEL_PATH ]] || die "MODEL_PATH=$MODEL_PATH does not exist"
+if [[ -f $CKPT_DIR/latest_checkpointed_iteration.txt ]]; then
+    log "checkpoints: $CKPT_DIR holds step $(tr -d '[:space:]' <"$CKPT_DIR/latest_checkpointed_iteration.txt"); the run resumes from it"
+else
+    log "checkpoints: none in $CKPT_DIR yet; the run starts from MODEL_PATH (every $SAVE_FREQ steps, the newest $KEEP_CHECKPOINTS kept; 0 = all)"
+fi
+if [[ -n ${WANDB_API_KEY:-} ]]; then # verl's wandb.init reads WANDB_RUN_ID / WANDB_RESUME from the environment
+    WANDB_ID_FILE="${CKPT_DIR%/}.wandb_run_id"
+    if [[ -z $WANDB_RUN_ID && -s $WANDB_ID_FILE && -f $CKPT_DIR/latest_checkpointed_iteration.txt ]]; then
+        WANDB_RUN_ID=$(tr -d '[:space:]' <"$WANDB_ID_FILE")
+        log "wandb: resuming run $WANDB_RUN_ID ($WANDB_ID_FILE)"
+    elif [[ -z $WANDB_RUN_ID ]]; then
+        WANDB_RUN_ID=$("$PYTHON" -c 'import secrets; print(secrets.token_hex(4))')
+        log "wandb: new run $WANDB_RUN_ID (kept in $WANDB_ID_FILE for a resumed run)"
+        [[ $DRY_RUN == 1 ]] || { mkdir -p -- "$(dirname -- "$WANDB_ID_FILE")" && printf '%s\n' "$WANDB_RUN_ID" >"$WANDB_ID_FILE"; }
+    fi
+    export WANDB_RUN_ID WANDB_RESUME=allow
+fi
 
 print_commands() {
     if [[ $TAU_USER == llm ]]; then
@@ -136,37 +166,30 @@ if [[ $DRY_RUN == 1 ]]; then
     exit 0
 fi
 
+command -v curl >/dev/null 2>&1 || die "curl is not on PATH; the script polls the user simulator's /health with it"
+tau_check_stale
 mkdir -p "$RUN_DIR"
 print_commands >"$RUN_DIR/commands.txt"
-USER_SIM_PID=
-cleanup() {
-    local rc=$? _
-    trap - EXIT INT TERM
-    if [[ -n $USER_SIM_PID ]]; then
-        log "stopping the user-simulator server (pid $USER_SIM_PID)"
-        kill -TERM -- "-$USER_SIM_PID" 2>/dev/null || kill -TERM "$USER_SIM_PID" 2>/dev/null || true
-        for _ in $(seq 1 30); do kill -0 "$USER_SIM_PID" 2>/dev/null || break; sleep 1; done
-        kill -KILL -- "-$USER_SIM_PID" 2>/dev/null || true
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
+TAU_PROC_NAMES=() TAU_PROC_PIDS=() TAU_PROC_LOGS=()
+tau_maintain() { :; } # verl prunes its own checkpoints (trainer.max_actor_ckpt_to_keep)
+trap tau_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+tau_record_pid launcher "$$"
 if [[ $TAU_USER == llm ]]; then
     health="http://$USER_SIM_HOST:$USER_SIM_PORT/health"
     ! curl -sf -o /dev/null --max-time 5 "$health" ||
         die "something already answers on $health; set USER_SIM_PORT to a free port (this script talks only to a server it started)"
     log "starting the user simulator on GPUs $USER_SIM_GPUS (log $RUN_DIR/user_sim.log)"
-    CUDA_VISIBLE_DEVICES=$USER_SIM_GPUS setsid "${USER_SIM_CMD[@]}" >"$RUN_DIR/user_sim.log" 2>&1 &
-    USER_SIM_PID=$!
+    CUDA_VISIBLE_DEVICES=$USER_SIM_GPUS tau_start_process "the user-simulator server" user_sim "$RUN_DIR/user_sim.log" "${USER_SIM_CMD[@]}"
     start=$SECONDS
     until curl -sf -o /dev/null --max-time 5 "$health"; do
-        kill -0 "$USER_SIM_PID" 2>/dev/null || die "the user-simulator server exited; see $RUN_DIR/user_sim.log"
+        tau_check_procs "before it was healthy"
         ((SECONDS - start < USER_SIM_TIMEOUT_S)) || die "the user simulator was not healthy after ${USER_SIM_TIMEOUT_S}s; see $RUN_DIR/user_sim.log"
         sleep 2
     done
     log "user simulator healthy at $health after $((SECONDS - start))s"
 fi
 log "training $RUN_NAME (commands in $RUN_DIR/commands.txt)"
-CUDA_VISIBLE_DEVICES=$TRAIN_GPUS LITELLM_LOCAL_MODEL_COST_MAP=True "${TRAIN_CMD[@]}"
+CUDA_VISIBLE_DEVICES=$TRAIN_GPUS LITELLM_LOCAL_MODEL_COST_MAP=True tau_start_main "${TRAIN_CMD[@]}"
+tau_watch "$TAU_SUBMIT_PID"

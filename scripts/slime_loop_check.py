@@ -17,6 +17,18 @@ Setup (scratch venv outside the project; slime is never vendored), from the repo
     pip install apache-tvm-ffi ray omegaconf pillow pylatexenc IPython triton starlette pyzmq sglang-router wandb
 Run:
     PYTHONPATH=/work/scratch/slime python scripts/slime_loop_check.py [--n-train-groups 8] [--sglang-url URL]
+
+Failure runs (issue 19: a dead user simulator must not make slime loop forever):
+    ... --user dead  --filter slime --n-samples-per-prompt 4 --timeout-s 60   # before: loops until the cap
+    ... --user dead  --filter tau   --n-samples-per-prompt 4 --timeout-s 60   # after: stops, naming the user
+    ... --user flaky --filter slime|tau --n-samples-per-prompt 4 --timeout-s 180
+``--user dead`` points ``tau_user: llm`` at a closed port on 127.0.0.1; ``--user flaky`` starts the built-in chat
+user server answering ``--user-fail-share`` of requests with 503 and opening ``--user-wrong-share`` of episodes
+with a line the oracle cannot place (reward 0, so groups have spread). ``--filter slime`` is the launch scripts'
+``check_reward_nonzero_std``; ``--filter tau`` is ``group_filter.keep_group`` plus ``all_samples``. The train
+rollout is capped at ``--timeout-s``; the report gives groups drawn, filter verdicts, time to return or to stop,
+what was logged (WARNING+ lines by logger) and, for kept groups with FAILED episodes, slime's advantages next to
+``advantages.post_process_rewards``. Exit 0 when the run ends as it should for its mode (see ``verdict``).
 """
 
 from __future__ import annotations
@@ -38,6 +50,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from statistics import mean
+
+import slime_loop_faults as faults
 
 TAU_YAML = (  # configs/tau.yaml of the README as a YAML flow mapping, with the scripted user
     "{tau_benchmark: tau2, tau_domain: retail, tau_split: train, tau_tool_call_parser: qwen25, "
@@ -119,6 +133,7 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
         --use-dynamic-batch-size --max-tokens-per-gpu {ns.max_tokens_per_gpu} {context}
         --sglang-router-ip {where.hostname} --sglang-router-port {where.port}
         --custom-generate-function-path slime_tau_plugin.generate.generate --custom-config-path {q["tau"]}
+        {faults.filter_flags(ns.filter)}
     """)
     args, unknown = get_slime_extra_args_provider()(argparse.ArgumentParser(allow_abbrev=False)).parse_known_args(flags)
     sglang_parser = sglang_arguments.add_sglang_arguments(argparse.ArgumentParser(add_help=False))
@@ -184,6 +199,11 @@ def main() -> int:
     p.add_argument("--latency-ms", type=int, default=50)
     p.add_argument("--sglang-url", default=None, help="use this server/router instead of starting ours")
     p.add_argument("--verbose", action="store_true", help="slime's INFO logs")
+    p.add_argument("--user", choices=("scripted", "dead", "flaky"), default="scripted", help="see the docstring")
+    p.add_argument("--user-fail-share", type=float, default=0.5, help="--user flaky: requests answered 503")
+    p.add_argument("--user-wrong-share", type=float, default=0.3, help="--user flaky: episodes opened wrongly")
+    p.add_argument("--filter", choices=("none", *faults.FILTERS), default="none", help="dynamic sampling filter")
+    p.add_argument("--timeout-s", type=float, default=None, help="cap on the train rollout (failure runs)")
     ns = p.parse_args()
     try:
         from slime.rollout.sglang_rollout import eval_rollout, generate_rollout_async
@@ -194,7 +214,11 @@ def main() -> int:
         print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in the venv of the docstring")
         return 2
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, force=True)
-    tok, server = tokenizer_dir(), None
+    tok, server, user = tokenizer_dir(), None, None
+    tally, all_tally = faults.LogTally(), faults.LogTally(logging.INFO, width=100_000)
+    logging.getLogger().addHandler(tally)
+    logging.getLogger("slime_tau_plugin.all_samples").addHandler(all_tally)
+    logging.getLogger("slime_tau_plugin.all_samples").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory(prefix="slime-loop-") as tmp_name:
         tmp = Path(tmp_name)
         try:
@@ -206,7 +230,8 @@ def main() -> int:
             if missing:
                 print(f"{url} lacks slime's router endpoints {missing}: slime's abort() would raise")
                 return 2
-            (tau_yaml := tmp / "tau.yaml").write_text(TAU_YAML)
+            user, user_url = faults.start_user(ns.user, ns.user_fail_share, ns.user_wrong_share)
+            (tau_yaml := tmp / "tau.yaml").write_text(faults.user_yaml(TAU_YAML, user_url))
             args = build_args(ns, tok, url, train, eval_yaml, tau_yaml)
             init_http_client(args)  # what RolloutManager.__init__ does (slime/ray/rollout.py:380); no Ray needed
             instrument()
@@ -218,6 +243,12 @@ def main() -> int:
                 return groups
 
             t0 = time.monotonic()
+            if ns.user != "scripted" or ns.timeout_s is not None:  # a failure run: capped, no eval
+                out, how, ended = faults.run_capped(generate_rollout_async(args, 0, get_samples), args, ns.timeout_s)
+                took = faults.marks.get("raised_at", ended) - t0
+                return faults.report(
+                    ns, args, how, took, out and out[0], tally, int(marks["submitted_groups"]), all_tally.lines
+                )
             train_out, _ = run(generate_rollout_async(args, 0, get_samples))
             t1 = time.monotonic()
             eval_out, _ = run(eval_rollout(args, 0))
@@ -226,6 +257,8 @@ def main() -> int:
             if server is not None:
                 server.terminate()
                 server.wait(10)
+            if user is not None:
+                user.stop()
     flat = [s for group in train_out.samples for s in group]
     lines = [row(f"train {args.tau_benchmark}/{args.tau_domain}/{args.tau_split}", flat)]
     lines += [row(f"eval {name}", data["samples"]) for name, data in eval_out.data.items()]

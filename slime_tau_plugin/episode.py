@@ -2,23 +2,29 @@
 
 Every front door (slime's ``generate``, the CLI, verl) and every env backend reads these types, never
 their string values: renaming a value cannot silently change how an episode is scored or labelled.
-This module imports nothing from the rest of the package except ``TaskRef``'s home (``envs.base``) and
+This module imports nothing from the rest of the package except ``TaskRef``'s home (``task_ref``) and
 the trajectory, and nothing from slime, verl or τ.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .envs.base import TaskRef
+from .task_ref import TaskRef
 from .trajectory import Trajectory
 
 
 class SampleStatus(str, enum.Enum):
-    """A trainer-neutral sample status; member names equal slime's ``Sample.Status`` members."""
+    """A trainer-neutral sample status; members and values equal slime's ``Sample.Status``.
 
+    The CLI's samples use it as their status type; slime's own enum is reached by member name
+    (``Sample.Status[status.name]``), verl's ``extra_fields["status"]`` is the value.
+    """
+
+    PENDING = "pending"
+    """Not played yet (slime's initial status; never an episode's outcome)."""
     COMPLETED = "completed"
     TRUNCATED = "truncated"
     ABORTED = "aborted"
@@ -33,6 +39,13 @@ class TerminationReason(str, enum.Enum):
     AGENT_STOP = "agent_stop"
     """A tool call ended it (e.g. a transfer to a human agent)."""
     MAX_TURNS = "max_turns"
+    """``tau_max_turns`` model turns (τ-bench v1's ``max_num_steps``)."""
+    MAX_STEPS = "max_steps"
+    """τ²'s step limit (``tau_max_steps`` in τ²'s unit); not scored, as in τ²."""
+    TOO_MANY_ERRORS = "too_many_errors"
+    """τ²'s ``max_errors`` tool errors (agent + user tools); not scored, as in τ²."""
+    AGENT_ERROR = "agent_error"
+    """The policy broke τ²'s message rule (``tau_agent_error_rule``): not scored, still trained on (reward 0)."""
     BUDGET = "budget_exhausted"
     """The next turn or continuation would not fit the context or response budget."""
     LENGTH = "length"
@@ -54,6 +67,12 @@ class TerminationReason(str, enum.Enum):
     def is_failure(self) -> bool:
         """An external failure: the sample must not train (reward 0, loss mask 0, removed)."""
         return self in (TerminationReason.ENV_ERROR, TerminationReason.USER_ERROR, TerminationReason.POLICY_ERROR)
+
+    @property
+    def is_trainable(self) -> bool:
+        """The one "must not train" rule of every front door: failures and aborts add no gradient
+        (mask and log-probs 0, reward 0; slime also drops them with ``remove_sample``)."""
+        return not (self.is_failure or self is TerminationReason.ABORTED)
 
     @property
     def status(self) -> SampleStatus:
@@ -78,6 +97,12 @@ class EpisodeCounters:
     """Model turns whose tool call was malformed or unknown (fed back to the model as an error)."""
     template_fallbacks: int = 0
     """Continuations that could not be proven prefix-safe and were rendered the unsafe way."""
+    user_tool_errors: int = 0
+    """The simulated user's tool calls answered with an error (τ² counts them toward ``max_errors``)."""
+
+    def plus(self, **deltas: int) -> EpisodeCounters:
+        """These counts with ``deltas`` added (the engine counts with it; a misspelt name raises AttributeError)."""
+        return replace(self, **{name: getattr(self, name) + n for name, n in deltas.items()})
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -116,6 +141,8 @@ class EpisodeResult:
     reward_info: dict[str, Any] = field(default_factory=dict)
     num_turns: int = 0
     counters: EpisodeCounters = EpisodeCounters()
+    steps: int = 0
+    """Messages as τ²'s orchestrator counts them (``tau_max_steps``'s unit)."""
     messages: tuple[dict[str, Any], ...] = ()
     """The conversation as chat messages (assistant content = the model's raw text)."""
     tools: tuple[dict[str, Any], ...] = ()

@@ -9,7 +9,8 @@
     │   ├── PolicyConnectionError    transport failure or timeout
     │   └── PolicyProtocolError      a 2xx answer whose JSON does not have SGLang's shape
     ├── EnvBackendError         a τ environment call (reset, step, reward) failed or timed out
-    └── UserSimulatorError      the simulated user failed or timed out
+    ├── UserSimulatorError      the simulated user failed or timed out
+    └── FailureGuardError       too many recent episodes FAILED for one endpoint: the run must stop
 
 Only ``policy.py`` classifies HTTP statuses; only ``generate()`` (and other front doors) catch broad
 ``Exception`` and turn it into a FAILED sample.
@@ -21,6 +22,7 @@ __all__ = [
     "ConfigError",
     "ContextLengthError",
     "EnvBackendError",
+    "FailureGuardError",
     "MissingSettingError",
     "PolicyConnectionError",
     "PolicyError",
@@ -78,3 +80,17 @@ class EnvBackendError(TauPluginError):
 
 class UserSimulatorError(TauPluginError):
     """The user simulator failed after its retries."""
+
+
+class FailureGuardError(TauPluginError):
+    """Raised from slime's dynamic filter (``group_filter.keep_group``) to stop the run.
+
+    slime does not catch it: it ends the rollout step, and ``train.py``'s ``ray.get`` re-raises it, so a
+    dead endpoint stops the job with one line naming it instead of redrawing groups forever.
+    """
+
+    def __init__(self, message: str, *, endpoint: str, failed: int, episodes: int) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.failed = failed
+        self.episodes = episodes

@@ -1,7 +1,8 @@
 """slime entry point: ``--custom-generate-function-path slime_tau_plugin.generate.generate``.
 
 The only module that knows slime's ``Sample``. It reads :class:`TauConfig` from ``args``, runs one
-episode with the cached agent, and writes the result into the *same* Sample (through
+episode (``engine.run_episode``) on the process's resources for that config (``resources.py``, built
+once, off the loop) with the config's policy client, and writes the result into the *same* Sample (through
 ``append_response_tokens`` when the class has it, so slime's own top-p/weight-version/cache bookkeeping
 holds). It is the failure boundary: an external failure, or a required setting that is absent, becomes a
 FAILED sample with the reason in ``metadata["error"]``, never an exception into slime. Wrong values
@@ -15,30 +16,20 @@ import sys
 import threading
 from typing import Any
 
-from .agent import AbortCheck, TrainableToolCallingAgent, agent_factory
 from .config import TauConfig
 from .data import task_ref_from_sample
-from .envs import TaskRef
-from .episode import EpisodeResult, TerminationReason
+from .engine import AbortCheck, run_episode
+from .episode import EpisodeResult
 from .errors import ConfigError, MissingSettingError
+from .outcome import failed_result, trainable_trajectory, training_reward
+from .policy import require_policy_url
+from .resources import EpisodeResources
 from .trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-_agents: dict[str, TrainableToolCallingAgent] = {}
 _missing_logged: set[str] = set()
 _lock = threading.Lock()
-
-
-def get_agent(config: TauConfig) -> TrainableToolCallingAgent:
-    """One agent (HTTP client, tokenizer, τ backend) per distinct config, shared by all samples."""
-    key = repr(config)
-    with _lock:
-        agent = _agents.get(key)
-        if agent is None:
-            agent = _agents[key] = agent_factory(config)
-            logger.info("slime-tau-plugin ready: %r", config)
-        return agent
 
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
@@ -53,25 +44,52 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             "user) cannot be paused and resumed; remove --partial-rollout"
         )
     config = TauConfig.from_args(args)
+    await play_sample(config, sample, sampling_params, evaluation=evaluation, args=args)
+    return sample
+
+
+async def play_sample(
+    config: TauConfig, sample: Any, sampling_params: dict[str, Any], *, evaluation: bool = False, args: Any = None
+) -> None:
+    """Play the sample's task with the config's policy and fill the sample (slime's ``generate``, the CLI).
+
+    The process's resources for ``config`` come from their one cache (built off the loop on first use).
+    A required setting that is absent makes a FAILED sample; any other failure before the episode starts
+    too (the failure boundary). ``args`` is slime's (``append_response_tokens`` reads it; None elsewhere).
+
+    Raises:
+        ConfigError: a setting is present but unusable (a tokenizer path that holds none, a parser name).
+    """
     try:
-        agent = get_agent(config)
+        require_policy_url(config)
+        resources = await EpisodeResources.for_config(config)
     except MissingSettingError as exc:
         _log_missing_once(str(exc))
-        fill_sample(args, sample, _failed(config, exc), None, config)
-        return sample
-    params = dict(sampling_params)  # slime shares one dict across eval samples
+        fill_sample(args, sample, failed_result(config, exc), None, config, evaluation=evaluation)
+        return
+    except ConfigError:
+        raise
+    except Exception as exc:  # the failure boundary: an unexpected build failure is a FAILED sample too
+        logger.exception("slime-tau-plugin could not build its resources for %r", config)
+        fill_sample(args, sample, failed_result(config, exc), None, config, evaluation=evaluation)
+        return
     session_id = getattr(sample, "session_id", None)
     headers = {"X-SMG-Routing-Key": str(session_id)} if config.routing_key_header and session_id else None
     try:
         ref = task_ref_from_sample(getattr(sample, "prompt", None), getattr(sample, "metadata", None), config)
-        result = await agent.run_episode(
-            ref, params, session_id=session_id, headers=headers, should_abort=slime_abort_check(args)
+        result = await run_episode(
+            resources,
+            resources.policy,
+            ref,
+            dict(sampling_params),  # slime shares one dict across eval samples
+            session_id=session_id,
+            headers=headers,
+            should_abort=slime_abort_check(args),
         )
     except Exception as exc:  # the failure boundary: nothing reaches slime
         logger.exception("episode for sample index=%s failed before it started", getattr(sample, "index", None))
-        result = _failed(config, exc)
-    fill_sample(args, sample, result, agent.tokenizer, config)
-    return sample
+        result = failed_result(config, exc)
+    fill_sample(args, sample, result, resources.tokenizer, config, evaluation=evaluation)
 
 
 def slime_abort_check(args: Any) -> AbortCheck | None:
@@ -95,12 +113,12 @@ def slime_abort_check(args: Any) -> AbortCheck | None:
     return aborted
 
 
-def fill_sample(args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, config: TauConfig) -> None:
+def fill_sample(
+    args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, config: TauConfig, *, evaluation: bool = False
+) -> None:
     """Write an episode into slime's Sample (DESIGN §4 invariants hold on return)."""
-    traj = _ensure_response(result.trajectory, tokenizer)
+    traj = trainable_trajectory(result, tokenizer)
     termination = result.termination
-    if termination.is_failure:  # an episode cut short by a failure must not train, even before slime drops it
-        traj = traj.without_training()
     if hasattr(sample, "append_response_tokens"):
         _reset_response(sample, traj)
         for seg in traj.segments:
@@ -118,12 +136,15 @@ def fill_sample(args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, c
         sample.rollout_log_probs = traj.rollout_log_probs
     sample.response = tokenizer.decode(traj.response_ids, skip_special_tokens=False) if tokenizer is not None else ""
     sample.status = type(sample).Status[termination.status.name]
-    sample.reward = float(result.reward)
-    if termination.is_failure:
+    sample.reward = training_reward(result, config, evaluation=evaluation)
+    if termination.is_failure:  # slime drops it (an abort is dropped by slime itself)
         sample.remove_sample = True
     if hasattr(sample, "non_generation_time"):  # slime's rollout perf metrics subtract it from the step time
         sample.non_generation_time = result.timings.env_s + result.timings.user_s
-    sample.metadata = {**(getattr(sample, "metadata", None) or {}), **episode_metadata(result, config)}
+    meta = episode_metadata(result, config)
+    if config.reward_shaping > 0:
+        meta["task_reward"] = float(result.reward)  # τ's own reward: pass rates are computed from it
+    sample.metadata = {**(getattr(sample, "metadata", None) or {}), **meta}
 
 
 def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]:
@@ -144,29 +165,12 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
     return meta
 
 
-def _failed(config: TauConfig, exc: BaseException) -> EpisodeResult:
-    """An episode that failed before its task was known (the task id is ``?``)."""
-    ref = TaskRef(config.benchmark, config.domain, config.split, "?")
-    return EpisodeResult(ref, TerminationReason.ENV_ERROR, None, error=f"{type(exc).__name__}: {exc}")
-
-
 def _log_missing_once(message: str) -> None:
     with _lock:
         if message in _missing_logged:
             return
         _missing_logged.add(message)
     logger.error("slime-tau-plugin cannot run episodes, every sample is FAILED: %s", message)
-
-
-def _ensure_response(traj: Trajectory | None, tokenizer: Any) -> Trajectory:
-    """slime needs ``response_length >= 1``: a failed episode gets one non-trainable end-of-text id."""
-    eos = getattr(tokenizer, "eos_token_id", None)
-    filler = eos if eos is not None else 0
-    if traj is None:
-        traj = Trajectory((filler,))
-    if traj.response_length == 0:
-        traj.add_continuation([filler])
-    return traj
 
 
 def _reset_response(sample: Any, traj: Trajectory) -> None:

@@ -16,6 +16,7 @@ slime is imported inside the hooks only (it moved ``logging_utils`` from ``slime
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import math
@@ -23,7 +24,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .episode import SampleStatus, TerminationReason
+from .episode import EpisodeCounters, SampleStatus, TerminationReason
+from .reward_breakdown import reward_breakdown_metrics
+from .task_ref import task_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +36,8 @@ SUCCESS_THRESHOLD = 1.0 - 1e-6
 """A reward at or above this is a success (τ's pass: reward 1)."""
 
 _TIMES = (("policy", "time_policy_s"), ("env", "time_env_s"), ("user", "time_user_s"))
-_COUNTERS = ("tool_calls", "tool_errors", "parse_errors", "template_fallbacks")
+_COUNTERS = tuple(f.name for f in dataclasses.fields(EpisodeCounters))
+_STATUSES = tuple(s for s in SampleStatus if s is not SampleStatus.PENDING)
 
 
 def pass_hat_k(successes: Sequence[int], trials: int | Sequence[int], k: int) -> float:
@@ -62,6 +66,14 @@ def is_success(reward: float) -> bool:
     return reward >= SUCCESS_THRESHOLD
 
 
+def tau_reward(sample: Any) -> float:
+    """τ's own reward of a sample: ``metadata["task_reward"]`` when the training reward was shaped
+    (``tau_reward_shaping``), else ``sample.reward``. Every pass rate and mean reward here uses it."""
+    meta = getattr(sample, "metadata", None) or {}
+    value = meta.get("task_reward") if isinstance(meta, dict) else None
+    return float(value if value is not None else (getattr(sample, "reward", None) or 0.0))
+
+
 def per_task_outcomes(samples: Iterable[Any]) -> tuple[list[int], list[int]]:
     """Successes and trials of each τ task (by ``task_id``/``task_index``), in task order: pass^k's input."""
     successes: Counter[str] = Counter()
@@ -69,7 +81,7 @@ def per_task_outcomes(samples: Iterable[Any]) -> tuple[list[int], list[int]]:
     for s in samples:
         task = _task_of(s)
         trials[task] += 1
-        successes[task] += is_success(float(s.reward or 0.0))
+        successes[task] += is_success(tau_reward(s))
     tasks = sorted(trials)
     return [successes[t] for t in tasks], [trials[t] for t in tasks]
 
@@ -99,11 +111,12 @@ def episode_metrics(
         logger.debug("tau metrics: skipped %d samples without our metadata", skipped)
     out: dict[str, float] = {}
     for domain, group in sorted(groups.items()):
-        stats = _domain_metrics(group)
+        stats = domain_summary(group)
         if with_pass_k:
             stats |= _pass_k_metrics(group, f"{prefix}{domain}")
         out |= {f"{prefix}{domain}/{name}": value for name, value in stats.items()}
-    return out
+    ours = [sample for group in groups.values() for sample in group]
+    return out | reward_breakdown_metrics(ours, prefix, default_domain)
 
 
 def log_rollout(
@@ -111,7 +124,7 @@ def log_rollout(
 ) -> bool:
     """slime's ``--custom-rollout-log-function-path`` hook; returns False so slime's own logging runs too."""
     metrics = episode_metrics(_flatten(samples), ROLLOUT_PREFIX, default_domain=_default_domain(args))
-    _emit(args, rollout_id, metrics, "rollout/step")
+    emit(args, rollout_id, metrics, "rollout/step")
     return False
 
 
@@ -123,7 +136,7 @@ def log_eval(rollout_id: int, args: Any, data: dict[str, dict[str, Any]], extra_
         metrics |= episode_metrics(
             samples, f"{EVAL_PREFIX}{name}/", with_pass_k=True, default_domain=_default_domain(args)
         )
-    _emit(args, rollout_id, metrics, "eval/step")
+    emit(args, rollout_id, metrics, "eval/step")
     return False
 
 
@@ -134,10 +147,11 @@ def rollout_step(args: Any, rollout_id: int) -> int:
     return rollout_id
 
 
-def _domain_metrics(group: list[Any]) -> dict[str, float]:
+def domain_summary(group: Sequence[Any]) -> dict[str, float]:
+    """The per-domain numbers of a group of samples: slime's metrics and the CLI's summary use these names."""
     n = len(group)
     metas = [s.metadata for s in group]
-    rewards = [float(s.reward) for s in group]
+    rewards = [tau_reward(s) for s in group]
     stats: dict[str, float] = {
         "samples": float(n),
         "reward_mean": sum(rewards) / n,
@@ -145,11 +159,11 @@ def _domain_metrics(group: list[Any]) -> dict[str, float]:
         "turns_mean": sum(_num(m, "num_turns") for m in metas) / n,
     }
     stats |= {f"{key}_per_episode": sum(_num(m, key) for m in metas) / n for key in _COUNTERS}
-    ends = Counter(str(m["termination_reason"]) for m in metas)
+    ends = Counter(str(m.get("termination_reason", "?")) for m in metas)
     known = [reason.value for reason in TerminationReason]
     stats |= {f"termination/{reason}": ends[reason] / n for reason in [*known, *sorted(set(ends) - set(known))]}
     statuses = Counter(_status_name(s.status) for s in group)
-    stats |= {f"status/{status.value}": statuses[status.value] / n for status in SampleStatus}
+    stats |= {f"status/{status.value}": statuses[status.value] / n for status in _STATUSES}
     wall = sum(_num(m, "episode_wall_s") for m in metas)
     if wall > 0:
         parts = {part: sum(_num(m, key) for m in metas) / wall for part, key in _TIMES}
@@ -179,7 +193,8 @@ def _pass_k_metrics(group: list[Any], where: str) -> dict[str, float]:
     return {**pass_hat_ks(wins, counts), "tasks": float(len(counts)), "trials_per_task": float(n)}
 
 
-def _emit(args: Any, rollout_id: int, metrics: dict[str, float], step_key: str) -> None:
+def emit(args: Any, rollout_id: int, metrics: dict[str, float], step_key: str) -> None:
+    """Log ``metrics`` at ``step_key`` through slime's logger (and ours); the one way our hooks log."""
     if not metrics:
         return
     metrics[step_key] = rollout_step(args, rollout_id)
@@ -217,11 +232,8 @@ def _domain_of(meta: dict[str, Any], default: str) -> str:
 
 
 def _task_of(sample: Any) -> str:
-    meta = sample.metadata
-    for key in ("task_id", "task_index"):
-        if meta.get(key) is not None:
-            return str(meta[key])
-    return f"prompt:{getattr(sample, 'prompt', None)}"
+    task = task_id_of(sample.metadata)
+    return task if task is not None else f"prompt:{getattr(sample, 'prompt', None)}"
 
 
 def _status_name(status: Any) -> str:

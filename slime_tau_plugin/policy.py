@@ -15,19 +15,33 @@ context length becomes :class:`ContextLengthError`. An engine abort is a ``finis
 from __future__ import annotations
 
 import enum
+import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .choices import PolicyApi
 from .errors import (
     ContextLengthError,
+    MissingSettingError,
     PolicyConnectionError,
     PolicyHTTPError,
     PolicyProtocolError,
 )
 from .loop_http import LoopBoundHTTP, TransportError
 from .retry import RetrySettings, retry_async
+
+if TYPE_CHECKING:
+    from .config import TauConfig
+
+POLICY_CLIENTS: dict[PolicyApi, str] = {
+    PolicyApi.SGLANG: "slime_tau_plugin.policy_sglang:SGLangPolicy",
+    PolicyApi.OPENAI_COMPLETIONS: "slime_tau_plugin.policy_openai:OpenAICompletionsPolicy",
+}
+"""``tau_policy_api`` -> the client class (``module:Class`` with a ``from_config(config)`` constructor),
+imported when chosen. A new wire protocol is a ``policy_<name>.py`` and one line here (plus its
+``PolicyApi`` member). verl's client is injected by its front door, so it is not listed."""
 
 
 class FinishReason(str, enum.Enum):
@@ -90,8 +104,36 @@ class HTTPPolicyClient:
             self.base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections
         )
 
+    @classmethod
+    def from_config(cls, config: TauConfig) -> HTTPPolicyClient:
+        """The client ``config`` describes (URL, timeout, retries)."""
+        return cls(config.policy_url or "", timeout_s=config.policy_timeout_s, retry=_retry(config))
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def policy_client(config: TauConfig) -> PolicyClient:
+    """The HTTP policy client ``tau_policy_api`` names, for ``tau_policy_url``.
+
+    Raises:
+        MissingSettingError: no policy URL is configured.
+    """
+    require_policy_url(config)
+    module, _, name = POLICY_CLIENTS[config.policy_api].partition(":")
+    return getattr(importlib.import_module(module), name).from_config(config)
+
+
+def require_policy_url(config: TauConfig) -> None:
+    """Raises MissingSettingError unless config names a policy server (slime and the CLI need one)."""
+    if not config.policy_url:
+        raise MissingSettingError(
+            "no policy server: set tau_policy_url or slime's --sglang-router-ip/--sglang-router-port"
+        )
+
+
+def _retry(config: TauConfig) -> RetrySettings:
+    return RetrySettings(attempts=config.policy_retries)
 
 
 class _TransientHTTPError(PolicyHTTPError):
@@ -150,12 +192,3 @@ def classify_client_error(status: int, body: str, rid: str | None, path: str = "
     is_context = status == 400 and ("context length" in lowered or "context window" in lowered or mentions_tokens)
     cls = ContextLengthError if is_context else PolicyHTTPError
     return cls(f"POST {path} answered {status} (rid={rid}): {message}", status=status, body=body)
-
-
-def __getattr__(name: str) -> Any:
-    """``from slime_tau_plugin.policy import SGLangPolicy`` still works (the client moved to policy_sglang.py)."""
-    if name in ("SGLangPolicy", "parse_generate_response"):
-        from . import policy_sglang
-
-        return getattr(policy_sglang, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

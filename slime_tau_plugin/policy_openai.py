@@ -33,10 +33,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import PolicyHTTPError, PolicyProtocolError
 from .policy import FinishReason, GenerateResult, HTTPPolicyClient, post_json_with_retries
+from .retry import RetrySettings
+
+if TYPE_CHECKING:
+    from .config import TauConfig
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +88,12 @@ class OpenAICompletionsPolicy(HTTPPolicyClient):
         self.tokens_are_ids = False
         """Learned from the first answer: the server writes ``token_id:N`` tokens, so ``return_token_ids``,
         which also echoes the whole prompt (1.8 ms of JSON per turn at 30k ids), is no longer asked for."""
+
+    @classmethod
+    def from_config(cls, config: TauConfig) -> OpenAICompletionsPolicy:
+        """The client ``config`` describes (URL, model name, timeout, retries)."""
+        retry = RetrySettings(attempts=config.policy_retries)
+        return cls(config.policy_url or "", model=config.policy_model, timeout_s=config.policy_timeout_s, retry=retry)
 
     async def generate(
         self,

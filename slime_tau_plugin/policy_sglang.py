@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import PolicyProtocolError
-from .loop_http import TransportError
 from .policy import FinishReason, GenerateResult, HTTPPolicyClient, post_json_with_retries
 
 logger = logging.getLogger(__name__)
@@ -54,13 +53,6 @@ class SGLangPolicy(HTTPPolicyClient):
             payload["rid"] = rid
         body = await post_json_with_retries(self._http, "/generate", payload, headers, self.retry, rid)
         return parse_generate_response(body, rid)
-
-    async def abort(self, rid: str) -> None:
-        """Ask the server to stop a request; best effort."""
-        try:
-            await self._http.post_json("/abort_request", {"rid": rid})
-        except TransportError as exc:
-            logger.warning("abort of rid=%s failed: %r", rid, exc)
 
 
 def parse_generate_response(body: Any, rid: str | None = None) -> GenerateResult:

@@ -50,7 +50,9 @@ def default_tokenizer_dir() -> str:
 
 
 def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
-    """Load a Hugging Face tokenizer from a local directory (no hub access), cached per path.
+    """Load a Hugging Face tokenizer from a local directory (no hub access).
+
+    Not cached here: the process keeps one per config in ``resources.EpisodeResources`` (its one cache).
 
     Raises:
         ConfigError: the path does not hold a loadable tokenizer.

@@ -44,6 +44,8 @@ class ParsedAction:
     reasoning: str = ""
     reason: str = ""
     """Why the turn is ``invalid`` (fed back to the model)."""
+    blocks: int = 0
+    """Tool-call blocks the turn wrote (τ² would answer each, so each counts toward ``tau_max_errors``)."""
 
 
 def _bare_package(name: str) -> types.ModuleType:
@@ -166,24 +168,27 @@ class ToolCallParser:
         try:
             normal, items = self._parser.parse_non_stream(text)
         except Exception as exc:  # SGLang raises on e.g. a JSON scalar inside the block
-            return self._invalid(text, reasoning, f"the tool call could not be parsed ({type(exc).__name__})")
+            return self._invalid(text, reasoning, f"the tool call could not be parsed ({type(exc).__name__})", blocks)
         calls: list[ParsedCall] = []
         for item in items:
             try:
                 arguments = json.loads(item.parameters) if item.parameters else {}
             except json.JSONDecodeError:
-                return self._invalid(text, reasoning, f"arguments of {item.name!r} are not valid JSON")
+                return self._invalid(text, reasoning, f"arguments of {item.name!r} are not valid JSON", blocks)
             if not isinstance(arguments, dict):
                 return self._invalid(
-                    text, reasoning, f"arguments of {item.name!r} must be a JSON object, got {type(arguments).__name__}"
+                    text,
+                    reasoning,
+                    f"arguments of {item.name!r} must be a JSON object, got {type(arguments).__name__}",
+                    blocks,
                 )
             calls.append(ParsedCall(item.name, arguments))
         if len(calls) < blocks:
-            return self._invalid(text, reasoning, self._diagnose(text))
+            return self._invalid(text, reasoning, self._diagnose(text), blocks)
         return ParsedAction("tool_calls", normal.strip(), tuple(calls), reasoning)
 
-    def _invalid(self, text: str, reasoning: str, reason: str) -> ParsedAction:
-        return ParsedAction("invalid", text.strip(), reasoning=reasoning, reason=reason)
+    def _invalid(self, text: str, reasoning: str, reason: str, blocks: int) -> ParsedAction:
+        return ParsedAction("invalid", text.strip(), reasoning=reasoning, reason=reason, blocks=blocks)
 
     def _diagnose(self, text: str) -> str:
         """Say what is wrong with the first block SGLang dropped, in words the model can act on."""

@@ -95,9 +95,6 @@ class Trajectory:
     def num_trainable(self) -> int:
         return sum(len(seg.ids) for seg in self.segments if seg.is_trainable)
 
-    def last_id(self) -> int:
-        return self.segments[-1].ids[-1] if self.segments else self.prompt_ids[-1]
-
     def __repr__(self) -> str:
         return (
             f"Trajectory(prompt={len(self.prompt_ids)}, response={self._response_len}, "

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .chat_client import ChatClient
-from .config import LLMEndpoint
-from .envs.base import EnvSession, EnvToolCall, StepResult, TaskScript
+from .choices import UserKind
+from .config import LLMEndpoint, TauConfig
+from .envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult, TaskScript
 from .errors import ConfigError, UserSimulatorError
 
-STOP_MARKER = "###STOP###"
 MAX_USER_TOOL_ROUNDS = 10
 """User tool calls in a row before the LLM user must answer the agent in words."""
 
@@ -39,6 +39,10 @@ class UserTurn:
 
     text: str
     is_stop: bool = False
+    tool_rounds: int = 0
+    """Tool-call messages the user sent before this text (τ² counts each, and each batch of answers, as a step)."""
+    tool_errors: int = 0
+    """Of the user's tool calls, those answered with an error (τ² counts them toward ``max_errors``)."""
 
 
 class UserSimulator(Protocol):
@@ -49,9 +53,14 @@ class UserSimulator(Protocol):
         """Answer one agent message."""
 
 
-def scripted_opening(script: TaskScript) -> str:
-    """The scripted user's first message: the task's instruction and, when known, its ticket id."""
-    if not script.task_id:
+def scripted_opening(script: TaskScript, *, names_ticket: bool = True) -> str:
+    """The scripted user's first message: the task's instruction and, with ``names_ticket``, its ticket id.
+
+    Only the built-in oracle policy reads the ticket line (``servers.fake_models.ScriptIndex``: tasks with
+    the same instruction stay distinguishable), so it is off unless ``tau_scripted_user_ticket`` is set:
+    a training prompt never carries it.
+    """
+    if not (names_ticket and script.task_id):
         return script.user_instructions
     return f"{script.user_instructions}\n\n(Ticket: {script.task_id})"
 
@@ -61,22 +70,26 @@ class ScriptedUser:
 
     CONTINUE = "Yes, please go ahead and complete everything I asked for with the details I gave you."
 
-    def __init__(self, session: EnvSession, blocking: Blocking, max_replies: int = 0) -> None:
+    def __init__(
+        self, session: EnvSession, blocking: Blocking, max_replies: int = 0, *, names_ticket: bool = False
+    ) -> None:
         self.session = session
+        self.names_ticket = names_ticket
         self.blocking = blocking
         self.max_replies = max_replies
         self._replies = 0
         self._pending = [a for a in session.script.gold_actions if a.requestor == "user"]
 
     async def opening(self) -> str:
-        return scripted_opening(self.session.script)
+        return scripted_opening(self.session.script, names_ticket=self.names_ticket)
 
     async def reply(self, agent_message: str) -> UserTurn:
         if self._pending:
             action = self._pending.pop(0)
             call = EnvToolCall(action.name, dict(action.arguments), f"user-{len(self._pending)}")
             result = await self.blocking(self.session.user_step, call)
-            return UserTurn(f"I did {action.name} as you asked. Result: {result.content}")
+            text = f"I did {action.name} as you asked. Result: {result.content}"
+            return UserTurn(text, tool_rounds=1, tool_errors=int(result.is_error))
         if self._replies < self.max_replies:
             self._replies += 1
             return UserTurn(self.CONTINUE)
@@ -109,20 +122,24 @@ class LLMUser:
 
     async def _speak(self) -> UserTurn:
         """Ask the LLM until it says something (running any user tools it calls on the way)."""
+        rounds = errors = 0
         for _ in range(MAX_USER_TOOL_ROUNDS):
             message = await self.client.complete(self.history, self.tools)
             calls = message.get("tool_calls") or []
             content = message.get("content") or ""
             if calls and self.tools:
                 self.history.append({"role": "assistant", "content": content or None, "tool_calls": calls})
+                rounds += 1
                 for call in calls:
                     result = await self._run_tool(call)
+                    errors += int(result.is_error)
                     self.history.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result.content})
                 continue
             if not content.strip():
                 raise UserSimulatorError("the user simulator answered with an empty message")
             self.history.append({"role": "assistant", "content": content})
-            return UserTurn(content, is_stop=any(m in content for m in self.session.user_stop_markers))
+            is_stop = any(m in content for m in self.session.user_stop_markers)
+            return UserTurn(content, is_stop, tool_rounds=rounds, tool_errors=errors)
         raise UserSimulatorError(f"the user simulator made {MAX_USER_TOOL_ROUNDS} rounds of tool calls in a row")
 
     async def _run_tool(self, call: dict[str, Any]) -> StepResult:
@@ -135,22 +152,31 @@ class LLMUser:
         return await self.blocking(self.session.user_step, env_call)
 
 
-async def make_user(
-    kind: str,
-    session: EnvSession,
-    blocking: Blocking,
-    *,
-    scripted_replies: int = 0,
-    client: ChatClient | None = None,
+async def _scripted(
+    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None
 ) -> UserSimulator:
-    """The user simulator named by config (``tau_user``)."""
-    if kind == "scripted":
-        return ScriptedUser(session, blocking, scripted_replies)
-    if kind == "llm":
-        if client is None:
-            raise ConfigError("tau_user=llm needs tau_user_base_url and tau_user_model")
-        return LLMUser(session, blocking, client, await blocking(session.user_system_prompt))
-    raise ConfigError(f"tau_user={kind!r} is unknown; expected one of scripted, llm")
+    return ScriptedUser(session, blocking, config.scripted_user_replies, names_ticket=config.scripted_user_ticket)
+
+
+async def _llm(config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None) -> UserSimulator:
+    if client is None:
+        raise ConfigError("tau_user=llm needs tau_user_base_url and tau_user_model")
+    return LLMUser(session, blocking, client, await blocking(session.user_system_prompt))
+
+
+USER_SIMULATORS: dict[UserKind, Callable[..., Awaitable[UserSimulator]]] = {
+    UserKind.SCRIPTED: _scripted,
+    UserKind.LLM: _llm,
+}
+"""``tau_user`` -> the builder of that simulator: ``(config, session, blocking, client)``. A new simulator is a
+class here (``opening``/``reply``), a ``UserKind`` member and one line in this table."""
+
+
+async def make_user(
+    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None = None
+) -> UserSimulator:
+    """The user simulator ``tau_user`` names, for one episode."""
+    return await USER_SIMULATORS[config.user](config, session, blocking, client)
 
 
 def user_client(endpoint: LLMEndpoint | None) -> ChatClient | None:

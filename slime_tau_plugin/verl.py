@@ -3,8 +3,10 @@
 verl (0.9.1, ``actor_rollout_ref.rollout.mode=async``) builds one loop per dataset row from the entry in
 ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` (``configs/verl/tau_agent_loop.yaml``) and awaits
 ``run(sampling_params, **row)``. The row's ``extra_info`` names the task (``verl_data.verl_rows``); the loop
-plays it with ``TrainableAgentMixin`` through :class:`~slime_tau_plugin.policy_verl.VerlPolicy` and returns
-verl's ``AgentLoopOutput``. Only this module knows verl; ``import slime_tau_plugin`` never imports it.
+plays it with the episode engine (``engine.run_episode``) on the process's resources for its config and
+verl's tokenizer (``EpisodeResources.for_config``), injecting a :class:`~slime_tau_plugin.policy_verl.VerlPolicy`
+over verl's server manager per sample, and returns verl's ``AgentLoopOutput``. Only this module knows
+verl; ``import slime_tau_plugin`` never imports it.
 
 Settings, lowest precedence first: ``TauConfig`` defaults; the ``tau_*`` keys of the agent-loop YAML entry
 (the keys of slime's ``--custom-config-path`` YAML, which verl passes to the constructor); the trainer
@@ -24,10 +26,7 @@ enters its GRPO group's mean. ``extra_fields["error"]`` says why. A wrong settin
 
 from __future__ import annotations
 
-import copy
-import difflib
 import logging
-import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,16 +34,15 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
-from .agent import TrainableToolCallingAgent, agent_factory
-from .config import TauConfig
-from .envs import TaskRef
-from .episode import EpisodeResult, TerminationReason
+from .config import TauConfig, coerce_field, known_key
+from .engine import run_episode
+from .episode import EpisodeResult, SampleStatus
 from .errors import ConfigError
-from .policy import GenerateResult
+from .outcome import failed_result, trainable_trajectory
 from .policy_verl import VerlEpisodeSummary, VerlPolicy
+from .resources import EpisodeResources
 from .retry import RetrySettings
 from .tool_calls import check_parser_names
-from .trajectory import Trajectory
 from .verl_data import AGENT_NAME, task_ref_from_extra_info
 
 logger = logging.getLogger(__name__)
@@ -58,28 +56,7 @@ EXTRA_FIELD_KEYS = (
 )  # fmt: skip
 """Every output has exactly these: verl concatenates workers' batches and needs one key set."""
 
-_agents: dict[tuple[str, int], tuple[Any, TrainableToolCallingAgent]] = {}
-_lock = threading.Lock()
 _routed_shape: dict[str, tuple[tuple[int, ...], Any]] = {}
-
-
-class _UnboundPolicy:
-    """The shared agent's placeholder: each episode runs on a copy bound to its own :class:`VerlPolicy`."""
-
-    async def generate(self, *args: Any, **kwargs: Any) -> GenerateResult:
-        raise RuntimeError("the shared τ agent has no policy; episodes run on copies bound to a VerlPolicy")
-
-
-def shared_agent(config: TauConfig, tokenizer: Any) -> TrainableToolCallingAgent:
-    """One agent (τ backend, chat templates, parsers, user client) per config and tokenizer in this process."""
-    key = (repr(config), id(tokenizer))
-    with _lock:
-        entry = _agents.get(key)
-        if entry is None:
-            agent = agent_factory(config, policy=_UnboundPolicy(), tokenizer=tokenizer)
-            entry = _agents[key] = (tokenizer, agent)  # the tokenizer stays alive, so its id stays unique
-            logger.info("slime-tau-plugin verl agent ready: %r", config)
-        return entry[1]
 
 
 def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> TauConfig:
@@ -92,13 +69,13 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
     fields = TauConfig.field_names()
     values: dict[str, Any] = {}
     for key, value in loop_settings.items():
-        values[_field(key.removeprefix("tau_"), f"agent-loop YAML key {key}", fields, "tau_")] = value
+        values[known_key(key.removeprefix("tau_"), f"agent-loop YAML key {key}", fields, "tau_")] = value
     section = trainer_config.get("tau")
     if section is not None:
         from omegaconf import OmegaConf
 
         for key, value in OmegaConf.to_container(section, resolve=True).items():
-            values[_field(key, f"trainer config key tau.{key}", fields, "tau.")] = value
+            values[known_key(key, f"trainer config key tau.{key}", fields, "tau.")] = value
     for name in NOT_FOR_VERL:
         if values.get(name):
             raise ConfigError(f"tau_{name}={values[name]!r} does not apply under verl (verl provides it); remove it")
@@ -107,16 +84,22 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
     context_len = int(rollout.prompt_length) + response_len
     if rollout.get("max_model_len"):
         context_len = min(context_len, int(rollout.max_model_len))
-    values["max_context_len"] = min(int(values.get("max_context_len") or context_len), context_len)
-    values["max_response_len"] = min(int(values.get("max_response_len") or response_len), response_len)
+    values["max_context_len"] = min(_own(values, "max_context_len") or context_len, context_len)
+    values["max_response_len"] = min(_own(values, "max_response_len") or response_len, response_len)
     max_assistant_turns = rollout.get("multi_turn", {}).get("max_assistant_turns")
     if max_assistant_turns:
-        values["max_turns"] = min(int(values.get("max_turns") or max_assistant_turns), int(max_assistant_turns))
+        values["max_turns"] = min(_own(values, "max_turns") or int(max_assistant_turns), int(max_assistant_turns))
     if values.get("enable_thinking") is None:
         template_kwargs = trainer_config.get("data", {}).get("apply_chat_template_kwargs") or {}
         if template_kwargs.get("enable_thinking") is not None:
             values["enable_thinking"] = bool(template_kwargs["enable_thinking"])
     return TauConfig(**values)
+
+
+def _own(values: dict[str, Any], name: str) -> Any:
+    """Our setting ``name`` as its type (a quoted number in the YAML is coerced or refused here)."""
+    value = values.get(name)
+    return None if value is None else coerce_field(name, value)
 
 
 def check_launch(overrides: Sequence[str]) -> str:
@@ -187,14 +170,6 @@ def _check_rows(key: str, file: str) -> None:
         raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")
 
 
-def _field(name: str, where: str, fields: tuple[str, ...], prefix: str) -> str:
-    if name not in fields:
-        close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
-        hint = f"did you mean {prefix}{close[0]}?" if close else f"valid: {', '.join(prefix + f for f in fields)}"
-        raise ConfigError(f"{where} is not a slime_tau_plugin setting; {hint}")
-    return name
-
-
 @register(AGENT_NAME)
 class TauAgentLoop(AgentLoopBase):
     """Plays the row's τ task; returns token-exact ids, mask 1 only on sampled ids, τ's reward."""
@@ -209,8 +184,7 @@ class TauAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         """Play one episode; never raises for an external failure or a bad row (see the module docstring)."""
         config = self.tau_config
-        agent = copy.copy(shared_agent(config, self.tokenizer))  # shares everything but the policy
-        agent.policy = policy = VerlPolicy(
+        policy = VerlPolicy(
             self.server_manager,
             self._request_id(row.get("priority", 0)),
             max_prompt_len=self.prompt_length,
@@ -219,12 +193,18 @@ class TauAgentLoop(AgentLoopBase):
             retry=RetrySettings(attempts=config.policy_retries),
         )
         try:
+            resources = await EpisodeResources.for_config(config, tokenizer=self.tokenizer)
+        except ConfigError:
+            raise
+        except Exception as exc:  # the failure boundary: nothing but a ConfigError reaches verl
+            logger.exception("slime-tau-plugin could not build its resources for %r", config)
+            return self.to_output(failed_result(config, exc), policy.summary())
+        try:
             ref = task_ref_from_extra_info(row.get("extra_info"), config)
-            result = await agent.run_episode(ref, dict(sampling_params), session_id=policy.request_id)
+            result = await run_episode(resources, policy, ref, dict(sampling_params), session_id=policy.request_id)
         except Exception as exc:  # the failure boundary: nothing reaches verl
             logger.exception("τ episode for row index=%s failed before it started", row.get("index"))
-            ref = TaskRef(config.benchmark, config.domain, config.split, "?")
-            result = EpisodeResult(ref, TerminationReason.ENV_ERROR, None, error=f"{type(exc).__name__}: {exc}")
+            result = failed_result(config, exc)
         return self.to_output(result, policy.summary())
 
     def _request_id(self, priority: Any) -> str:
@@ -233,21 +213,17 @@ class TauAgentLoop(AgentLoopBase):
 
     def to_output(self, result: EpisodeResult, summary: VerlEpisodeSummary) -> AgentLoopOutput:
         """An :class:`EpisodeResult` as verl's output; an episode that must not train keeps mask and reward 0."""
-        termination, error = result.termination, result.error
-        trains = not (termination.is_failure or termination is TerminationReason.ABORTED)
-        filler = _filler_id(self.tokenizer)
-        traj = result.trajectory if result.trajectory is not None else Trajectory((filler,))
+        error, trains = result.error, result.termination.is_trainable
+        traj = trainable_trajectory(result, self.tokenizer)  # never empty: verl puts the reward on the last id
         prompt_ids = list(traj.prompt_ids)
         if len(prompt_ids) > self.prompt_length:  # only when the episode never reached its first turn
             trains = False
             error = error or f"the prompt has {len(prompt_ids)} tokens, more than rollout.prompt_length"
             prompt_ids = prompt_ids[-self.prompt_length :]
+            traj = traj.without_training()
         if not trains:
             error = error or "the engine aborted a turn: the episode is not trained"
-            traj = traj.without_training()
         response_ids, mask, log_probs = traj.response_ids, traj.loss_mask, traj.rollout_log_probs
-        if not response_ids:  # verl puts the reward on the last response id: there must be one
-            response_ids, mask, log_probs = [filler], [0], [0.0]
         n = self.response_length  # the engine's budget keeps within it; cut as ToolAgentLoop does otherwise
         response_ids, mask, log_probs = response_ids[:n], mask[:n], log_probs[:n]
         reward = float(result.reward) if trains else 0.0
@@ -272,13 +248,13 @@ class TauAgentLoop(AgentLoopBase):
         self, result: EpisodeResult, summary: VerlEpisodeSummary, reward: float, trains: bool, error: str | None
     ) -> dict[str, Any]:
         c, task = result.counters, result.task
-        status = result.termination.status.value
-        if not trains and status in ("completed", "truncated"):  # cut off by verl's prompt length
-            status = "failed"
+        status = result.termination.status
+        if not trains and status in (SampleStatus.COMPLETED, SampleStatus.TRUNCATED):  # cut by verl's prompt length
+            status = SampleStatus.FAILED
         record = self.tau_config.record_messages
         return {
             "tau_task": f"{task.benchmark}/{task.domain}/{task.split}/{task.task_id}",
-            "status": status,
+            "status": status.value,
             "termination_reason": result.termination.value,
             "model_turns": result.num_turns,
             **c.as_dict(),
@@ -328,14 +304,6 @@ def _hf_routing_shape(model_path: str) -> tuple[int, ...] | None:
     except Exception as exc:
         logger.warning("cannot read num_hidden_layers/num_experts_per_tok from %r: %s", model_path, exc)
         return None
-
-
-def _filler_id(tokenizer: Any) -> int:
-    for name in ("eos_token_id", "pad_token_id"):
-        value = getattr(tokenizer, name, None)
-        if isinstance(value, int):
-            return value
-    return 0
 
 
 def _stop_ids(tokenizer: Any, sampling_params: Mapping[str, Any]) -> set[int]:

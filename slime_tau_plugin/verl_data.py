@@ -23,13 +23,13 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from .config import TauConfig
 from .data import task_ref_from_sample, task_row
 from .envs import TaskRef
 from .errors import ConfigError
+from .task_ref import task_id_of
 
 AGENT_NAME = "tau_agent"
 """The name ``TauAgentLoop`` is registered under (``configs/verl/tau_agent_loop.yaml``)."""
@@ -72,16 +72,6 @@ def verl_parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
     return buffer.getvalue()
 
 
-def write_verl_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:
-    """Write :func:`verl_parquet_bytes` to ``path`` (atomically). ``slime-tau prepare --format verl`` is the CLI."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(verl_parquet_bytes(rows))
-    tmp.replace(out)
-    return out
-
-
 def task_ref_from_extra_info(extra_info: Mapping[str, Any] | None, config: TauConfig) -> TaskRef:
     """Which task a verl row plays (the inverse of :func:`verl_rows`).
 
@@ -95,7 +85,7 @@ def task_ref_from_extra_info(extra_info: Mapping[str, Any] | None, config: TauCo
             metadata["task"] = json.loads(task)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"extra_info.task is not JSON text ({exc}); rows come from verl_rows()") from exc
-    if "task_id" not in metadata and "task_index" not in metadata:
+    if task_id_of(metadata) is None:
         raise ConfigError(
             "the verl row names no task: expected extra_info with 'task_id' (tau2) or 'task_index' (tau1) "
             f"(rows from slime_tau_plugin.verl_data.verl_rows); got extra_info keys {sorted(metadata)}"

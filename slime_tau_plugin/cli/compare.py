@@ -1,6 +1,6 @@
 """``show DIR --compare DIR2``: two runs' pass^k per domain side by side, with the change.
 
-Reads only each run's ``summary.json`` (``domains`` → ``{"pass^1": …, "mean_reward": …, "tasks": …}``), so
+Reads only each run's ``summary.json`` (``domains`` → ``{"pass^1": …, "reward_mean": …, "tasks": …}``), so
 it works on runs of any size and needs no tokenizer. A missing or damaged summary is a one-line error.
 """
 
@@ -27,7 +27,16 @@ def _domains(run_dir: str | Path) -> dict[str, dict[str, Any]]:
 def _metrics(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """pass^1..pass^k present in either run (in k order), then mean reward."""
     ks = sorted({int(m.group(1)) for d in (a, b) for key in d if (m := PASS_KEY.match(key))})
-    return [f"pass^{k}" for k in ks] + ["mean_reward"]
+    return [f"pass^{k}" for k in ks] + ["reward_mean"]
+
+
+LEGACY_KEYS = {"reward_mean": "mean_reward"}
+"""Runs written before the CLI summary took slime's metric names (2026-11-24) still compare."""
+
+
+def _value(domain: dict[str, Any], metric: str) -> Any:
+    value = domain.get(metric)
+    return domain.get(LEGACY_KEYS[metric]) if value is None and metric in LEGACY_KEYS else value
 
 
 def _number(value: Any) -> float | None:
@@ -51,7 +60,7 @@ def compare_runs(dir_a: str | Path, dir_b: str | Path) -> str:
     for name in sorted(set(runs[0]) | set(runs[1])):
         a, b = runs[0].get(name, {}), runs[1].get(name, {})
         for metric in _metrics(a, b):
-            va, vb = _number(a.get(metric)), _number(b.get(metric))
+            va, vb = _number(_value(a, metric)), _number(_value(b, metric))
             delta = "—" if va is None or vb is None else f"{vb - va:+.3f}"
             rows.append((name, metric, _cell(va), _cell(vb), delta))
         if not a or not b:

@@ -17,12 +17,19 @@ import sys
 
 from .. import __version__
 from ..errors import ConfigError
-from . import prepare, rollout, serve, show
+from . import make_tiny_model, prepare, rollout, serve, show, verify
 from .args import HelpFormatter, Parser
 
 logger = logging.getLogger("slime_tau_plugin")
 
-COMMANDS = {"prepare": prepare, "serve": serve, "rollout": rollout, "show": show}
+COMMANDS = {
+    "prepare": prepare,
+    "serve": serve,
+    "rollout": rollout,
+    "show": show,
+    "make-tiny-model": make_tiny_model,
+    "verify": verify,
+}
 FAILURE_BOUNDARY_LOGGER = "slime_tau_plugin.generate"
 """Its ``logger.exception`` is one traceback per failed sample; the CLI's summary names the error instead."""
 

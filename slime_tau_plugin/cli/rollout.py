@@ -10,11 +10,14 @@ whose samples all FAILED exits 1 with the most common error.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from typing import Any
 
-from ..config import NL_ASSERTION_MODES, POLICY_APIS, REWARD_MODES, USER_SIMULATORS, TauConfig
+from ..choices import NLAssertionMode, PolicyApi, RewardMode, UserKind
+from ..config import TauConfig
 from ..errors import ConfigError
 from ..servers import FAKE_MODELS
 from .args import HelpFormatter, add_task_args, non_negative_float, positive_float, positive_int
@@ -39,7 +42,7 @@ USER_AND_REWARD_FLAGS = (
     "judge_timeout_s",
     "judge_retries",
 )
-"""``rollout`` flags passed to ``TauConfig`` unchanged (as ``tau_<flag>``)."""
+"""``rollout`` flags passed to ``TauConfig`` unchanged (same names)."""
 POLICY_API_HELP = (
     "how to talk to the policy server: sglang (native /generate) or openai-completions (/v1/completions with "
     "token-id prompts and log-probs, as vLLM serves it)"
@@ -76,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="policy server or router URL: SGLang, or vLLM with --policy-api openai-completions "
         "(default: start the built-in CPU server, which speaks both)",
     )
-    policy.add_argument("--policy-api", default="sglang", choices=list(POLICY_APIS), help=POLICY_API_HELP)
+    policy.add_argument("--policy-api", default="sglang", choices=[a.value for a in PolicyApi], help=POLICY_API_HELP)
     policy.add_argument(
         "--policy-model",
         default=None,
@@ -99,7 +102,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     policy.add_argument("--max-context-len", type=positive_int, default=32768, help="cap on prompt + response")
     policy.add_argument("--max-turns", type=positive_int, default=30, help="model turns before TRUNCATED")
     user = p.add_argument_group("user simulator")
-    user.add_argument("--user", default="scripted", choices=list(USER_SIMULATORS), help="user simulator")
+    user.add_argument("--user", default="scripted", choices=[u.value for u in UserKind], help="user simulator")
     user.add_argument(
         "--user-base-url",
         default=None,
@@ -110,11 +113,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--user-api-key-env", default=None, help="--user llm: NAME of the env var holding the key (default: no key)"
     )
     reward = p.add_argument_group("reward")
-    reward.add_argument("--reward-mode", default="fast", choices=list(REWARD_MODES), help="fast or τ's own reference")
+    reward.add_argument(
+        "--reward-mode", default="fast", choices=[m.value for m in RewardMode], help="fast or τ's own reference"
+    )
     reward.add_argument(
         "--nl-assertions",
         default="judge",
-        choices=list(NL_ASSERTION_MODES),
+        choices=[m.value for m in NLAssertionMode],
         help="τ³ tasks with NL assertions: ask the judge, or exclude them from the reward",
     )
     reward.add_argument("--judge-base-url", default=None, help="NL-assertion judge URL (default: τ's own judge)")
@@ -142,7 +147,7 @@ def check_flags(ns: argparse.Namespace) -> None:
             ``--script`` without ``--policy scripted`` or the reverse; a URL without ``http(s)://``; a task
             listed twice in ``--tasks``/``--task-ids``.
     """
-    if ns.user != "llm":
+    if ns.user != UserKind.LLM:
         for flag in ("user_base_url", "user_model", "user_api_key_env"):
             if getattr(ns, flag) is not None:
                 raise ConfigError(f"--{flag.replace('_', '-')} is for the LLM user; add --user llm or drop it")
@@ -166,6 +171,32 @@ def check_flags(ns: argparse.Namespace) -> None:
         parse_task_ids(ns.task_ids)
 
 
+def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any) -> TauConfig:
+    """The run's ``TauConfig`` from the flags; ``endpoints`` are the URLs known so far (``policy_url``,
+    ``user_base_url``: a built-in server's once it is up).
+
+    Raises:
+        ConfigError: a value or combination TauConfig refuses.
+    """
+    flags = {name: getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None}
+    if ns.user == UserKind.LLM and ns.user_base_url is None:
+        flags["user_model"] = ns.user_model or "scripted-user"
+    return TauConfig(
+        tokenizer_path=tokenizer_dir,
+        benchmark=ns.benchmark,
+        domain=ns.domain,
+        split=ns.split,
+        max_context_len=ns.max_context_len,
+        max_turns=ns.max_turns,
+        tool_call_parser=ns.tool_call_parser,
+        reasoning_parser=ns.reasoning_parser,
+        record_messages=True,
+        # the built-in oracle recognises a task by the scripted user's ticket line; no other policy reads it
+        scripted_user_ticket=ns.sglang_url is None and (ns.policy or "oracle") == "oracle",
+        **(flags | {k: v for k, v in endpoints.items() if v is not None}),
+    )
+
+
 def run(ns: argparse.Namespace) -> int:
     from ..envs import get_backend
     from ..servers import build_sglang_server
@@ -178,81 +209,70 @@ def run(ns: argparse.Namespace) -> int:
     run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite)
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
     tokenizer_dir = str(Path(tokenizer_dir).resolve()) if Path(tokenizer_dir).exists() else tokenizer_dir
-    flags = {f"tau_{name}": getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None}
-    args = SimpleNamespace(
-        hf_checkpoint=tokenizer_dir,
-        tau_policy_url=ns.sglang_url or "http://127.0.0.1:0",
-        tau_benchmark=ns.benchmark,
-        tau_domain=ns.domain,
-        tau_split=ns.split,
-        tau_max_context_len=ns.max_context_len,
-        tau_max_turns=ns.max_turns,
-        tau_tool_call_parser=ns.tool_call_parser,
-        tau_reasoning_parser=ns.reasoning_parser,
-        tau_record_messages=True,
-        **flags,
-    )
-    if ns.user == "llm" and ns.user_base_url is None:
-        args.tau_user_base_url, args.tau_user_model = "http://127.0.0.1:0/v1", ns.user_model or "scripted-user"
-    config = TauConfig.from_args(args)  # bad flag combinations fail here, before any server starts
-    if ns.sglang_url is not None:
-        check_policy(ns.sglang_url)
-    if ns.user_base_url is not None:
-        check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
-    if config.judge_endpoint() is not None:
-        check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
-    tokenizer = load_tokenizer(tokenizer_dir)
-    backend = get_backend(ns.benchmark)
-    all_refs = backend.task_refs(ns.domain, ns.split)
-    if ns.task_ids is not None:
-        positions = positions_of_ids(ns.task_ids, all_refs)
-    else:
-        positions = parse_task_range(ns.tasks, len(all_refs))
-    sampling = {
-        "temperature": ns.temperature,
-        "top_p": 1.0,
-        "max_new_tokens": ns.max_new_tokens,
-        "no_stop_trim": True,
-        "skip_special_tokens": False,
-    }
-    record = run_record(
-        ns,
-        tokenizer_dir=tokenizer_dir,
-        policy_url=ns.sglang_url,
-        sampling=sampling,
-        refs=[all_refs[i] for i in positions],
-        tau_version=backend.package_version(),
-    )
-    if run_dir.previous:
-        check_resumable(read_previous_summary(run_dir), record, str(run_dir.shown))
-    done = {episode_key(row["metadata"]) for row in run_dir.previous}
-    episodes = [Episode(i, all_refs[i], k) for i in positions for k in range(ns.samples_per_task)]
-    episodes = [ep for ep in episodes if ep.key not in done]
-    servers = []
-    try:
-        if ns.user == "llm" and ns.user_base_url is None:
+    with contextlib.ExitStack() as servers:
+        user_url = ns.user_base_url
+        if ns.user == UserKind.LLM and user_url is None:
             from ..servers.chat_user_server import ChatUserServer
 
-            servers.append(ChatUserServer().start())
-            args.tau_user_base_url = servers[-1].base_url
-            print(f"started the built-in scripted LLM-user server at {args.tau_user_base_url}", file=sys.stderr)
+            user_url = servers.enter_context(_running(ChatUserServer())).base_url
+            print(f"started the built-in scripted LLM-user server at {user_url}", file=sys.stderr)
+        config = rollout_config(ns, tokenizer_dir, policy_url=ns.sglang_url, user_base_url=user_url)
+        if ns.sglang_url is not None:
+            check_policy(ns.sglang_url)
+        if ns.user_base_url is not None:
+            check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
+        if config.judge_endpoint() is not None:
+            check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
+        tokenizer = load_tokenizer(tokenizer_dir)
+        backend = get_backend(ns.benchmark)
+        all_refs = backend.task_refs(ns.domain, ns.split)
+        if ns.task_ids is not None:
+            positions = positions_of_ids(ns.task_ids, all_refs)
+        else:
+            positions = parse_task_range(ns.tasks, len(all_refs))
+        sampling = {
+            "temperature": ns.temperature,
+            "top_p": 1.0,
+            "max_new_tokens": ns.max_new_tokens,
+            "no_stop_trim": True,
+            "skip_special_tokens": False,
+        }
+        record = run_record(
+            ns,
+            tokenizer_dir=tokenizer_dir,
+            policy_url=ns.sglang_url,
+            sampling=sampling,
+            refs=[all_refs[i] for i in positions],
+            tau_version=backend.package_version(),
+        )
+        if run_dir.previous:
+            check_resumable(read_previous_summary(run_dir), record, str(run_dir.shown))
+        done = {episode_key(row["metadata"]) for row in run_dir.previous}
+        episodes = [Episode(i, all_refs[i], k) for i in positions for k in range(ns.samples_per_task)]
+        episodes = [ep for ep in episodes if ep.key not in done]
         if ns.sglang_url is None:
             policy = ns.policy or "oracle"
-            servers.append(
-                build_sglang_server(
-                    policy,
-                    tokenizer,
-                    task_sets=[(ns.benchmark, ns.domain, ns.split)],
-                    script=ns.script,
-                    context_len=ns.max_context_len,
-                    tool_call_format=ns.tool_call_parser,
-                ).start()
+            server = build_sglang_server(
+                policy,
+                tokenizer,
+                task_sets=[(ns.benchmark, ns.domain, ns.split)],
+                script=ns.script,
+                context_len=ns.max_context_len,
+                tool_call_format=ns.tool_call_parser,
             )
-            args.tau_policy_url = servers[-1].url
-            record["policy"]["url"] = servers[-1].url
-            print(f"started the built-in {policy} policy server at {servers[-1].url}", file=sys.stderr)
+            url = servers.enter_context(_running(server)).url
+            config = dataclasses.replace(config, policy_url=url)
+            record["policy"]["url"] = url
+            print(f"started the built-in {policy} policy server at {url}", file=sys.stderr)
         open_run_dir(run_dir)
-        return play_and_report(ns, args, run_dir, record, episodes, sampling)
+        return play_and_report(ns, config, run_dir, record, episodes, sampling)
+
+
+@contextlib.contextmanager
+def _running(server: Any) -> Any:
+    """A built-in server, started for the block and stopped after it."""
+    server.start()
+    try:
+        yield server
     finally:
-        for server in servers:
-            server.stop()
+        server.stop()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..task_ref import task_id_of
 
 RERUN = "pass the --out directory of a 'slime-tau rollout' run"
 
@@ -135,22 +136,35 @@ def shown_sample(samples: SamplesFile, index: int) -> ShownSample:
         raise ConfigError(
             f"sample {index} ({where}) is not a complete JSON row (cut off by an interrupted run?); {complete}"
         )
-    meta = row.get("metadata")
-    if not isinstance(meta, dict):
+    if not isinstance(row.get("metadata"), dict):
         raise ConfigError(
             f"sample {index} ({where}) has no 'metadata' object, so 'slime-tau rollout' did not write it; "
             "show a run directory written by 'slime-tau rollout --out DIR'"
         )
+    return shown_row(row, index, where)
+
+
+def shown_row(row: dict[str, Any], index: int, where: str, *, mask_default: int | None = None) -> ShownSample:
+    """One sample dict (a ``samples.jsonl`` row or a slime ``Sample.to_dict()``), checked.
+
+    ``mask_default`` fills a missing loss mask (slime trains every response id when a generate function
+    set none); otherwise a missing mask is an error.
+
+    Raises:
+        ConfigError: tokens, response length or loss mask are missing or inconsistent (names ``where``).
+    """
+    meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
     tokens, length, mask = row.get("tokens"), row.get("response_length"), row.get("loss_mask")
     log_probs = row.get("rollout_log_probs")
     if not isinstance(tokens, list) or not isinstance(length, int) or not 0 <= length <= len(tokens):
         raise ConfigError(f"sample {index} ({where}): 'tokens'/'response_length' are missing or inconsistent")
-    mask = [] if mask is None and length == 0 else mask
+    if mask is None:
+        mask = [] if length == 0 else ([mask_default] * length if mask_default is not None else None)
     if not isinstance(mask, list) or len(mask) != length:
         raise ConfigError(f"sample {index} ({where}): 'loss_mask' must hold one 0/1 per response id ({length})")
     if log_probs is not None and (not isinstance(log_probs, list) or len(log_probs) != length):
         log_probs = None  # a partial list would misalign every hover; show none rather than wrong ones
-    reward = row.get("reward")
+    reward, status = row.get("reward"), row.get("status", "?")
     return ShownSample(
         index=index,
         metadata=meta,
@@ -159,13 +173,13 @@ def shown_sample(samples: SamplesFile, index: int) -> ShownSample:
         loss_mask=tuple(int(m) for m in mask),
         log_probs=tuple(float(x) for x in log_probs) if log_probs is not None else None,
         reward=float(reward) if isinstance(reward, (int, float)) else None,
-        status=str(row.get("status", "?")),
+        status=str(getattr(status, "value", status)),
     )
 
 
 def task_key(meta: dict[str, Any]) -> str:
-    """The τ task id of a row (``task_id``, else ``task_index``) as a string."""
-    return str(meta.get("task_id", meta.get("task_index")))
+    """The τ task id of a row (``task_ref.task_id_of``) as a string (``None`` when the row names none)."""
+    return str(task_id_of(meta))
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
+from ..choices import UserKind
 from ..envs import TaskRef
 from ..errors import ConfigError
 
@@ -66,7 +67,7 @@ def run_record(
         },
         "user": {
             "simulator": ns.user,
-            "base_url": ns.user_base_url if ns.user_base_url else ("built-in" if ns.user == "llm" else None),
+            "base_url": ns.user_base_url if ns.user_base_url else ("built-in" if ns.user == UserKind.LLM else None),
             "model": ns.user_model,
             "api_key_env": ns.user_api_key_env,
         },

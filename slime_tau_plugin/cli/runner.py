@@ -1,7 +1,7 @@
-"""Batch rollouts outside slime, through the *same* ``generate()`` path as training.
+"""Batch rollouts outside slime, through the *same* path as training (``generate.play_sample``).
 
 Each episode fills a :class:`RolloutSample` (slime's field names and status values, no slime needed)
-through ``slime_tau_plugin.generate.generate``; the results become ``samples.jsonl`` rows and a
+through ``generate.play_sample`` with the run's :class:`TauConfig`; the results become ``samples.jsonl`` rows and a
 summary with τ's pass^k. :func:`play` is the batch: a bounded number of episodes at once, each handed to
 a callback as it finishes, and (when asked) Ctrl-C stops it cleanly: no new episode starts, running
 ones are cancelled, and what finished is returned with ``interrupted=True``.
@@ -10,7 +10,6 @@ ones are cancelled, and what finished is returned with ``interrupted=True``.
 from __future__ import annotations
 
 import asyncio
-import enum
 import hashlib
 import re
 import signal
@@ -20,23 +19,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..config import TauConfig
 from ..data import task_row
 from ..envs import TaskRef
-from ..generate import generate
+from ..episode import SampleStatus
+from ..generate import play_sample
 from ..loop_http import aclose_all
-from ..metrics import pass_hat_ks, per_task_outcomes
+from ..metrics import domain_summary, pass_hat_ks, per_task_outcomes
+from ..task_ref import task_id_of
 
 
 @dataclass
 class RolloutSample:
     """The subset of slime's ``Sample`` that ``generate()`` fills (fields set directly)."""
 
-    class Status(enum.Enum):
-        PENDING = "pending"
-        COMPLETED = "completed"
-        TRUNCATED = "truncated"
-        ABORTED = "aborted"
-        FAILED = "failed"
+    Status = SampleStatus
+    """slime's status members, by the one trainer-neutral enum."""
 
     prompt: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -81,7 +79,7 @@ class Episode:
 
 def episode_key(metadata: dict[str, Any]) -> tuple[str, str, str, str, int]:
     """The (benchmark, domain, split, task id, trial) a ``samples.jsonl`` row played."""
-    task = metadata.get("task_id", metadata.get("task_index"))
+    task = task_id_of(metadata)
     trial = metadata.get("trial", 0)
     split = str(metadata.get("split"))
     return (str(metadata.get("benchmark")), str(metadata.get("domain")), split, str(task), int(trial))
@@ -106,7 +104,7 @@ class BatchResult:
 
 
 async def play(
-    args: Any,
+    config: TauConfig,
     episodes: Sequence[Episode],
     *,
     concurrency: int,
@@ -118,7 +116,7 @@ async def play(
     """Play ``episodes``, at most ``concurrency`` at once; ``on_done`` sees each sample as it finishes.
 
     With ``seed`` each episode sends its own :func:`sampling_seed` (also in ``metadata["sampling_seed"]``).
-    An exception from ``generate`` (a ConfigError: every sample would fail) cancels the rest and is raised.
+    An exception from ``play_sample`` (a ConfigError: every sample would fail) cancels the rest and is raised.
     """
     gate = asyncio.Semaphore(concurrency)
     run_id = f"{time.time_ns():x}"
@@ -135,7 +133,7 @@ async def play(
             params = {**sampling_params, "sampling_seed": sample.metadata["sampling_seed"]}
         async with gate:
             try:
-                await generate(args, sample, params)  # generate() copies the dict itself
+                await play_sample(config, sample, params)  # it copies the dict itself
             except Exception:
                 _cancel(jobs)
                 raise
@@ -166,21 +164,6 @@ async def play(
     return BatchResult(finished, interrupted)
 
 
-async def run_rollouts(
-    args: Any,
-    refs: Sequence[TaskRef],
-    samples_per_task: int,
-    concurrency: int,
-    sampling_params: dict[str, Any],
-    on_done: Callable[[RolloutSample], None] | None = None,
-) -> list[RolloutSample]:
-    """Run ``samples_per_task`` episodes of every task, at most ``concurrency`` at once (task order)."""
-    episodes = [Episode(i, ref, k) for i, ref in enumerate(refs) for k in range(samples_per_task)]
-    result = await play(args, episodes, concurrency=concurrency, sampling_params=sampling_params, on_done=on_done)
-    order = {ep.key: n for n, ep in enumerate(episodes)}
-    return sorted(result.samples, key=lambda s: order[episode_key(s.metadata)])
-
-
 def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = None, wall_s: float = 0.0) -> dict:
     """Per-domain pass^1..k, mean reward, turns, errors, terminations, tokens and wall time.
 
@@ -205,25 +188,16 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = N
 
 
 def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
+    """``metrics.domain_summary`` (slime's metric names) plus what a person reads after a run."""
     wins, counts = per_task_outcomes(group)
-    n = len(group)
-    errors = error_counts(group)
     return {
-        "tasks": len(counts),
-        "samples": n,
-        "trials_per_task": [min(counts), max(counts)],
+        **domain_summary(group),
         **pass_hat_ks(wins, counts),
-        "mean_reward": sum(s.reward or 0.0 for s in group) / n,
-        "mean_turns": sum(s.metadata.get("num_turns", 0) for s in group) / n,
-        "tool_calls": sum(s.metadata.get("tool_calls", 0) for s in group),
-        "tool_errors": sum(s.metadata.get("tool_errors", 0) for s in group),
-        "parse_errors": sum(s.metadata.get("parse_errors", 0) for s in group),
+        "tasks": len(counts),
+        "trials_per_task": [min(counts), max(counts)],
         "terminations": dict(Counter(s.metadata.get("termination_reason", "?") for s in group)),
         "statuses": dict(Counter(s.status.value for s in group)),
-        "errors": dict(errors.most_common(3)),
-        "mean_response_tokens": sum(s.response_length for s in group) / n,
-        "mean_trainable_tokens": sum(sum(s.loss_mask or []) for s in group) / n,
-        "nl_assertions_excluded": sum(1 for s in group if "nl_assertions" in (s.metadata.get("reward_info") or {})),
+        "errors": dict(error_counts(group).most_common(3)),
         "tau_package": sorted(
             {f"{m['tau_package']} {m.get('tau_version')}" for m in (s.metadata for s in group) if m.get("tau_package")}
         ),
@@ -239,16 +213,18 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines += [
             f"{name}: {d['tasks']} tasks x {low if low == high else f'{low}-{high}'} samples",
             f"  {passes}",
-            f"  mean reward {d['mean_reward']:.3f} | mean turns {d['mean_turns']:.1f} | tool calls {d['tool_calls']} "
-            f"(errors {d['tool_errors']}) | parse errors {d['parse_errors']}",
+            f"  mean reward {d['reward_mean']:.3f} | mean turns {d['turns_mean']:.1f} | tool calls/episode "
+            f"{d['tool_calls_per_episode']:.1f} (errors {d['tool_errors_per_episode']:.1f}) | parse errors/episode "
+            f"{d['parse_errors_per_episode']:.1f}",
             f"  terminations {d['terminations']} | statuses {d['statuses']}",
-            f"  tokens/sample: response {d['mean_response_tokens']:.0f}, trainable {d['mean_trainable_tokens']:.0f}",
+            f"  tokens/sample: response {d['tokens/response_mean']:.0f}, trainable {d['tokens/trainable_mean']:.0f}",
             f"  τ package: {', '.join(d['tau_package']) or 'unknown'}",
         ]
         lines += [f"  error in {count} samples: {error}" for error, count in (d.get("errors") or {}).items()]
-        if d["nl_assertions_excluded"]:
+        if d["nl_assertions_excluded_rate"]:
+            excluded = round(d["nl_assertions_excluded_rate"] * d["samples"])
             lines.append(
-                f"  NOTE: NL assertions were EXCLUDED from the reward of {d['nl_assertions_excluded']} samples "
+                f"  NOTE: NL assertions were EXCLUDED from the reward of {excluded} samples "
                 "(--nl-assertions exclude); these rewards are not τ's full reward"
             )
     lines.append(f"{summary['samples']} samples in {summary['wall_s']:.1f}s")

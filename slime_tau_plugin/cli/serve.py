@@ -12,16 +12,16 @@ import sys
 import threading
 import time
 
-from ..config import BENCHMARK_DOMAINS
+from ..envs import BENCHMARKS
 from ..servers import FAKE_MODELS
 from .args import non_negative_float, port_number, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the SGLang-protocol CPU policy server (router + engine)")
-    domains = ", ".join(sorted({d for ds in BENCHMARK_DOMAINS.values() for d in ds}))
+    domains = ", ".join(sorted({d for spec in BENCHMARKS.values() for d in spec.domains}))
     every = "(default: all installed)"
-    p.add_argument("--benchmark", default=None, choices=sorted(BENCHMARK_DOMAINS), help=f"oracle tasks: {every}")
+    p.add_argument("--benchmark", default=None, choices=sorted(BENCHMARKS), help=f"oracle tasks: {every}")
     p.add_argument("--domain", default=None, help=f"oracle tasks: {domains} {every}")
     p.add_argument("--split", default=None, help=f"oracle tasks: e.g. train, test {every}")
     d = "(default: %(default)s)"
@@ -41,9 +41,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--context-len", type=positive_int, default=32768, help=f"the fake model's context: longer requests get 400 {d}"
     )
     p.add_argument("--tool-call-format", default="qwen25", help=f"how the oracle writes tool calls {d}")
+    p.add_argument("--model", default=None, help="a transformers model dir to serve (needs torch) (default: --policy)")
 
 
 def run(ns: argparse.Namespace) -> int:
+    if ns.model:  # a real model: torch is imported only on this path
+        from . import serve_model
+
+        return serve_model.run(ns)
     from ..servers import OracleModel, build_sglang_server, select_task_sets
     from ..templates import default_tokenizer_dir, load_tokenizer
 

@@ -1,17 +1,21 @@
-"""Environment backends behind one interface (``base.py``), chosen by benchmark name.
+"""Environment backends behind one interface (``base.py``), chosen by benchmark name: the one table.
 
-The registry is pure data: a benchmark name maps to the dotted path of its backend class, imported
-only when that benchmark is used; each backend imports its τ package when constructed and raises a
-ConfigError with the install steps if it is missing.
+:data:`BENCHMARKS` is pure data: a benchmark name (``tau_benchmark``) maps to the dotted path of its
+backend class and the domains it serves. Config checks names against it without importing τ; the
+backend class is imported only when its benchmark is used, and imports its τ package when constructed
+(a ConfigError with the install steps if it is missing). A new τ version is one module under ``envs/``
+and one line here.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .base import (
+    STOP_MARKER,
     EnvBackend,
     EnvOptions,
     EnvSession,
@@ -24,7 +28,9 @@ from .base import (
 )
 
 __all__ = [
-    "BACKENDS",
+    "BENCHMARKS",
+    "STOP_MARKER",
+    "BenchmarkSpec",
     "EnvBackend",
     "EnvOptions",
     "EnvSession",
@@ -34,16 +40,56 @@ __all__ = [
     "StepResult",
     "TaskRef",
     "TaskScript",
+    "check_domain",
     "get_backend",
 ]
 
-BACKENDS: dict[str, str] = {
-    "tau1": "slime_tau_plugin.envs.tau1:Tau1Backend",
-    "tau2": "slime_tau_plugin.envs.tau2:Tau2Backend",
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkSpec:
+    """One τ version: where its backend lives and which domains it serves."""
+
+    backend: str
+    """``module:Class`` of its :class:`EnvBackend`, imported on first use."""
+    domains: tuple[str, ...]
+    """Domains the backend serves (τ² has its own registry; these are the ones with tasks in both releases)."""
+    max_errors: int | None = None
+    """The harness's tool-error limit (τ²: ``Orchestrator(max_errors=10)``; v1 has none)."""
+    max_steps: int | None = None
+    """The harness's step limit in its own unit (τ²: ``max_steps=100`` messages); v1 counts model turns
+    (``max_num_steps=30``), which is ``tau_max_turns``."""
+    agent_error_rule: str = "off"
+    """The default ``tau_agent_error_rule`` (``choices.AgentErrorRule`` value)."""
+
+
+BENCHMARKS: dict[str, BenchmarkSpec] = {
+    "tau1": BenchmarkSpec("slime_tau_plugin.envs.tau1:Tau1Backend", ("airline", "retail")),
+    "tau2": BenchmarkSpec(
+        "slime_tau_plugin.envs.tau2:Tau2Backend",
+        ("airline", "retail", "telecom"),
+        max_errors=10,
+        max_steps=100,
+        agent_error_rule="empty",
+    ),
 }
 
 _instances: dict[str, EnvBackend] = {}
 _lock = threading.Lock()
+
+
+def check_domain(benchmark: str, domain: str) -> None:
+    """Refuse a benchmark or a domain the table does not list (no τ import).
+
+    Raises:
+        ConfigError: naming the value and the valid ones.
+    """
+    spec = BENCHMARKS.get(benchmark)
+    if spec is None:
+        raise ConfigError(f"benchmark={benchmark!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
+    if domain not in spec.domains:
+        raise ConfigError(
+            f"domain (benchmark {benchmark})={domain!r} is unknown; expected one of {', '.join(sorted(spec.domains))}"
+        )
 
 
 def get_backend(name: str) -> EnvBackend:
@@ -55,9 +101,9 @@ def get_backend(name: str) -> EnvBackend:
     with _lock:
         if name in _instances:
             return _instances[name]
-        if name not in BACKENDS:
-            raise ConfigError(f"benchmark={name!r} is unknown; expected one of {', '.join(sorted(BACKENDS))}")
-        module_name, _, class_name = BACKENDS[name].partition(":")
+        if name not in BENCHMARKS:
+            raise ConfigError(f"benchmark={name!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
+        module_name, _, class_name = BENCHMARKS[name].backend.partition(":")
         backend = getattr(importlib.import_module(module_name), class_name)()
         _instances[name] = backend
         return backend

@@ -11,25 +11,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..config import NL_ASSERTION_MODES, REWARD_MODES
-from ..errors import ConfigError
+from ..choices import NLAssertionMode, RewardMode, parse_choice
+from ..task_ref import TaskRef
 
 if TYPE_CHECKING:
     from ..episode import TerminationReason
 
-
-@dataclass(frozen=True, slots=True)
-class TaskRef:
-    """Which task an episode plays: uniform across τ versions."""
-
-    benchmark: str
-    """``tau1`` or ``tau2``."""
-    domain: str
-    split: str
-    task_id: str
-    """τ² task id, or the v1 task index as a string."""
-    task: dict[str, Any] | None = field(default=None, compare=False, hash=False)
-    """The task as dumped by ``slime-tau prepare`` (used instead of a lookup when present)."""
+REWARD_METHODS: dict[RewardMode, str] = {RewardMode.FAST: "fast_reward", RewardMode.REFERENCE: "reference_reward"}
+"""``tau_reward_mode`` -> the :class:`EnvSession` method that scores an episode: judging is apart from
+running, and a new reward mode is one method per session plus one line here."""
+STOP_MARKER = "###STOP###"
+"""What τ's simulated user says to end the conversation (both τ versions; τ² adds transfer/out-of-scope)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,17 +80,16 @@ class TaskScript:
 class EnvOptions:
     """Per-run choices about how episodes are scored (same for every episode of a run)."""
 
-    reward_mode: str = "fast"
+    reward_mode: RewardMode = RewardMode.FAST
     """``fast``: cached gold outcome, same reward as τ's evaluation; ``reference``: τ's own evaluation."""
-    nl_assertions: str = "judge"
+    nl_assertions: NLAssertionMode = NLAssertionMode.JUDGE
     """``judge``: NL assertions in a task's reward basis go to the judge; ``exclude``: left out (said in metadata)."""
     judge: Any = None
     """An ``LLMEndpoint`` for NL-assertion judging (τ³ tasks); None = τ's default judge."""
 
     def __post_init__(self) -> None:
-        for name, valid in (("reward_mode", REWARD_MODES), ("nl_assertions", NL_ASSERTION_MODES)):
-            if getattr(self, name) not in valid:
-                raise ConfigError(f"{name}={getattr(self, name)!r} is unknown; expected one of {', '.join(valid)}")
+        object.__setattr__(self, "reward_mode", parse_choice(RewardMode, "reward_mode", self.reward_mode))
+        object.__setattr__(self, "nl_assertions", parse_choice(NLAssertionMode, "nl_assertions", self.nl_assertions))
 
 
 class EnvSession(ABC):
@@ -110,7 +101,7 @@ class EnvSession(ABC):
     """τ's domain rules for the agent (τ²'s policy, v1's wiki): the agent's system prompt."""
     user_tools: list[dict[str, Any]] = []
     """Tools the simulated user can run (τ² telecom's device tools); empty elsewhere."""
-    user_stop_markers: tuple[str, ...] = ("###STOP###",)
+    user_stop_markers: tuple[str, ...] = (STOP_MARKER,)
     """Text that ends the episode when the simulated user says it (τ² also has transfer/out-of-scope)."""
     first_agent_message: str = "Hi! How can I help you today?"
     """The greeting τ's LLM user answers with its opening message."""
@@ -127,12 +118,19 @@ class EnvSession(ABC):
         """Run a user-side tool (τ² telecom); backends without user tools refuse."""
         return StepResult(f"Error: the user has no tool named {call.name!r}", is_error=True)
 
-    @abstractmethod
+    reward_mode: RewardMode = RewardMode.FAST
+    """How :meth:`reward` scores this episode (the run's ``EnvOptions.reward_mode``)."""
+
     def reward(self, termination: TerminationReason) -> RewardResult:
-        """The episode's reward (equal to τ's own evaluation); call once, at the end.
+        """The episode's reward by :attr:`reward_mode` (equal to τ's own evaluation); call once, at the end.
 
         Only terminations with ``is_scored`` earn a reward, as in τ.
         """
+        return getattr(self, REWARD_METHODS[self.reward_mode])(termination)
+
+    @abstractmethod
+    def fast_reward(self, termination: TerminationReason) -> RewardResult:
+        """The cached-gold-outcome reward: equal to :meth:`reference_reward`, in milliseconds."""
 
     @abstractmethod
     def reference_reward(self, termination: TerminationReason) -> RewardResult:

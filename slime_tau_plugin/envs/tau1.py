@@ -14,8 +14,9 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..config import check_domain
+from ..choices import RewardMode
 from ..errors import ConfigError
+from . import check_domain
 from .base import EnvBackend, EnvOptions, EnvSession, EnvToolCall, RewardResult, StepResult, TaskRef, TaskScript
 from .tau1_data import (
     RESPOND,
@@ -38,8 +39,8 @@ SPLITS: dict[str, tuple[str, ...]] = {"airline": ("test",), "retail": ("train", 
 class Tau1Session(EnvSession):
     """One v1 episode: a copy-on-access database, v1's tools, and the action log v1's reward reads."""
 
-    def __init__(self, backend: Tau1Backend, ref: TaskRef, task: Any, gold: dict[str, dict], mode: str) -> None:
-        self._backend, self._ref, self.task, self._gold, self._mode = backend, ref, task, gold, mode
+    def __init__(self, backend: Tau1Backend, ref: TaskRef, task: Any, gold: dict[str, dict], mode: RewardMode) -> None:
+        self._backend, self._ref, self.task, self._gold, self.reward_mode = backend, ref, task, gold, mode
         self._domain = backend.domain(ref.domain)
         self.tools = self._domain.tools
         self.agent_system_prompt = self._domain.wiki
@@ -66,9 +67,7 @@ class Tau1Session(EnvSession):
         if role == "assistant":
             self.actions.append((RESPOND, {"content": content}))
 
-    def reward(self, termination: TerminationReason) -> RewardResult:
-        if self._mode == "reference":
-            return self.reference_reward(termination)
+    def fast_reward(self, termination: TerminationReason) -> RewardResult:
         return fast_reward(self._domain, self.task, self.data, self._gold, self.actions, termination)
 
     def reference_reward(self, termination: TerminationReason) -> RewardResult:

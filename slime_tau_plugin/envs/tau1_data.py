@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, EnvBackendError
-from .base import GoldAction, TaskScript
+from .base import STOP_MARKER, GoldAction, TaskScript
 from .cow import CopyOnAccessDict
 
-STOP = "###STOP###"
 RESPOND = "respond"
 """v1's ``RESPOND_ACTION_NAME``: how v1 logs what the agent says to the user (``{"content": text}``)."""
 ABSENT = object()
@@ -58,7 +57,7 @@ def _scripted_user_class() -> type:
             return instruction or ""
 
         def step(self, content: str) -> str:
-            return STOP if self.stop_next else "Please go on."
+            return STOP_MARKER if self.stop_next else "Please go on."
 
         def get_total_cost(self) -> float:
             return 0.0

@@ -7,6 +7,13 @@ records either side touched are compared, through v1's own ``to_hashable``: v1's
 (``50`` vs ``50.0`` differ) where ``==`` on dicts is not. The outputs check is v1's: every expected
 output must appear, lowercased and without commas, in something the agent said. ``reference_reward``
 runs v1's own ``calculate_reward`` on a real v1 ``Env``.
+
+v1's reward is all-or-nothing (database match times outputs check). The breakdown also carries each part
+as a fraction, ``partial_scores``, and their mean, ``partial_score`` in [0, 1], for shaping and for
+watching a run learn, named like τ²'s: ``DB`` 1/0 (the database equals the gold one), ``ACTION`` gold
+tool calls made / expected (same name and arguments, as τ²'s action check; v1 itself has no such part)
+and, for a task with expected outputs, ``OUTPUTS`` outputs said / expected. A solved episode has
+``partial_score`` 1.0; one v1 does not score (cut off) has 0.
 """
 
 from __future__ import annotations
@@ -46,7 +53,20 @@ def fast_reward(
         breakdown["outputs_met"] = met
         breakdown["reward_breakdown"]["r_outputs"] = 1.0 if all(met) else 0.0
     breakdown.update(scored=True, termination=termination.value, reward_mode="fast")
+    breakdown.update(partial(task, actions, db_match, breakdown.get("outputs_met"), reward))
     return RewardResult(reward, breakdown)
+
+
+def partial(task: Any, actions: Actions, db_match: bool, outputs: list[bool] | None, reward: float) -> dict[str, Any]:
+    """``partial_scores`` (DB 1/0, gold calls made / expected, outputs said / expected) and their mean."""
+    parts = {"DB": 1.0 if db_match else 0.0}
+    gold = [(a.name, a.kwargs) for a in task.actions if a.name != RESPOND]
+    if gold:
+        parts["ACTION"] = sum((name, kwargs) in actions for name, kwargs in gold) / len(gold)
+    if outputs:
+        parts["OUTPUTS"] = sum(outputs) / len(outputs)
+    score = 1.0 if reward == 1.0 else sum(parts.values()) / len(parts)
+    return {"partial_scores": parts, "partial_score": score}
 
 
 def outputs_met(task: Any, actions: Actions) -> list[bool]:
@@ -113,21 +133,25 @@ def reference_reward(
     # calculate_reward only reads env.data (hashes it) before replacing it with fresh data.
     env.data = {name: dict(dict.items(table)) for name, table in data.items()}
     env.actions = [types.Action(name=name, kwargs=kwargs) for name, kwargs in actions]
+    live_hash = env.get_data_hash()
     result = env.calculate_reward()
     info = result.info
     breakdown: dict[str, Any] = {"scored": True, "termination": termination.value, "reward_mode": "reference"}
     if hasattr(info, "r_outputs"):
         met = [bool(info.outputs.get(output, False)) for output in task.outputs]
-        # v1 reports only the outputs check here; the DB check is implied when it can be.
-        db_match = True if result.reward == 1.0 else (False if all(met) else None)
+        # v1 reports only the outputs check here; its gold replay is left in env.data, so hash that.
+        db_match = live_hash == env.get_data_hash()
         breakdown.update(db_match=db_match, outputs_met=met, reward_breakdown={"r_outputs": float(info.r_outputs)})
     else:
-        breakdown.update(db_match=bool(info.r_actions), reward_breakdown={"r_actions": float(info.r_actions)})
+        db_match = bool(info.r_actions)
+        breakdown.update(db_match=db_match, reward_breakdown={"r_actions": float(info.r_actions)})
         breakdown["gt_data_hash"] = info.gt_data_hash
+    breakdown.update(partial(task, actions, db_match, breakdown.get("outputs_met"), float(result.reward)))
     return RewardResult(float(result.reward), breakdown)
 
 
 def unscored(termination: TerminationReason) -> RewardResult:
     """Reward 0 for an episode v1 would never have scored (cut off by turns, budget or length)."""
     note = "v1 scores an episode only when it is done (user stop or transfer); this one was cut off"
-    return RewardResult(0.0, {"scored": False, "termination": termination.value, "note": note})
+    breakdown = {"scored": False, "termination": termination.value, "note": note}
+    return RewardResult(0.0, {**breakdown, "partial_scores": {}, "partial_score": 0.0})

@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..config import check_domain
+from ..choices import NLAssertionMode
 from ..errors import ConfigError, EnvBackendError
+from . import check_domain
 from .base import EnvBackend, EnvOptions, EnvSession, EnvToolCall, RewardResult, StepResult, TaskRef, TaskScript
 from .tau2_data import STOP_MARKER_NAMES, Tau2Domain, distribution_version, import_tau2, task_script
 from .tau2_judge import configure_judge
@@ -37,6 +38,7 @@ class Tau2Session(EnvSession):
     def __init__(self, domain: Tau2Domain, task: Any, env: Any, options: EnvOptions) -> None:
         self._m = domain.mods
         self.domain, self.task, self.env, self.options = domain, task, env, options
+        self.reward_mode = options.reward_mode
         self.script = task_script(task)
         self.tools = domain.tools
         self.user_tools = [t for t in domain.user_tools if self._user_tool_allowed(t["function"]["name"])]
@@ -83,9 +85,7 @@ class Tau2Session(EnvSession):
         allowed = getattr(self.task, "user_tools", None)
         return allowed is None or name in allowed
 
-    def reward(self, termination: TerminationReason) -> RewardResult:
-        if self.options.reward_mode == "reference":
-            return self.reference_reward(termination)
+    def fast_reward(self, termination: TerminationReason) -> RewardResult:
         info = fast_reward_info(
             self.domain,
             self.task,
@@ -170,7 +170,7 @@ class Tau2Backend(EnvBackend):
         domain = self.domain(ref.domain)
         task = self.task(ref)
         options = options or EnvOptions()
-        if options.judge is not None and options.nl_assertions == "judge" and has_nl_assertions(task):
+        if options.judge is not None and options.nl_assertions is NLAssertionMode.JUDGE and has_nl_assertions(task):
             configure_judge(self.mods, options.judge)
         try:
             env = domain.initialized_env(task)

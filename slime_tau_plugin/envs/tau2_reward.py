@@ -8,6 +8,17 @@ database is built once, exactly the way τ²'s environment evaluator builds it; 
 records either side touched are compared, with τ²'s own hash function. The action, communicate and
 NL-assertion parts are τ²'s own evaluators called on the episode's messages, and the parts are combined
 as ``evaluate_simulation`` combines them.
+
+τ²'s reward is all-or-nothing: the product of 0/1 parts. For shaping and for watching a run learn, the
+breakdown (``reward_breakdown``) also carries each part as a fraction, ``partial_scores``, and their mean,
+``partial_score`` in [0, 1]. The parts are the reward-basis parts τ² scored (the keys of its breakdown, so
+an excluded NL part is not one) that have something to check: ``DB`` 1/0 (the database equals the gold
+one), ``ENV_ASSERTION`` assertions met / total, ``COMMUNICATE`` required facts said / expected,
+``NL_ASSERTION`` assertions met / total; plus ``ACTION``, gold actions matched / expected, for every task
+with gold actions even when its basis leaves actions out (retail and airline score ``DB`` and
+``COMMUNICATE``: with no facts to say, the 0/1 database check alone would grade nothing). A solved episode
+(reward 1) has ``partial_score`` 1.0 however it got there; an episode τ² does not score (cut off) or
+cannot score (no criteria) has ``partial_score`` equal to its reward.
 """
 
 from __future__ import annotations
@@ -134,10 +145,44 @@ def without_nl_assertions(task: Any) -> Any:
     return task.model_copy(update={"evaluation_criteria": criteria.model_copy(update={"reward_basis": basis})})
 
 
+def partial_scores(info: Any) -> dict[str, float]:
+    """Each part of the episode's score as the fraction of its checks that passed (module docstring)."""
+    checks = {
+        "ENV_ASSERTION": [c.met for c in info.env_assertions or []],
+        "ACTION": [c.action_match for c in info.action_checks or []],
+        "COMMUNICATE": [c.met for c in info.communicate_checks or []],
+        "NL_ASSERTION": [c.met for c in getattr(info, "nl_assertions", None) or []],
+    }
+    out: dict[str, float] = {}
+    for key, value in (info.reward_breakdown or {}).items():
+        name = getattr(key, "value", str(key))
+        if name not in checks:  # DB, and any part a later τ² adds: τ²'s own 0/1
+            out[name] = float(value)
+        elif checks[name]:
+            out[name] = _fraction(checks[name])
+    if out and checks["ACTION"]:
+        out["ACTION"] = _fraction(checks["ACTION"])
+    return out
+
+
+def partial_score(reward: float, parts: dict[str, float]) -> float:
+    """The mean of ``parts``; 1.0 for a solved episode, the reward when nothing was graded."""
+    if reward == 1.0 or not parts:
+        return float(reward)
+    return sum(parts.values()) / len(parts)
+
+
+def _fraction(passed: list[Any]) -> float:
+    return sum(map(bool, passed)) / len(passed)
+
+
 def reward_breakdown(info: Any) -> dict[str, Any]:
-    """A JSON-friendly summary of τ²'s ``RewardInfo``."""
+    """A JSON-friendly summary of τ²'s ``RewardInfo``, with the partial scores."""
+    parts = partial_scores(info)
     out: dict[str, Any] = {
         "reward_breakdown": {getattr(k, "value", str(k)): v for k, v in (info.reward_breakdown or {}).items()},
+        "partial_scores": parts,
+        "partial_score": partial_score(float(info.reward), parts),
     }
     if info.db_check is not None:
         out["db_match"] = bool(info.db_check.db_match)

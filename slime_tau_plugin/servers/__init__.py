@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import BENCHMARK_DOMAINS
-from ..envs import TaskScript, get_backend
+from ..envs import BENCHMARKS, TaskScript, get_backend
 from ..errors import ConfigError
 from ..users import scripted_opening
 from .fake_models import EchoModel, OracleModel, ScriptedModel
@@ -71,12 +70,12 @@ def select_task_sets(
     Raises:
         ConfigError: a named benchmark is not installed, or nothing installed matches the filters.
     """
-    known = sorted({d for domains in BENCHMARK_DOMAINS.values() for d in domains})
+    known = sorted({d for spec in BENCHMARKS.values() for d in spec.domains})
     if domain is not None and domain not in known:
         raise ConfigError(f"domain={domain!r} is unknown; expected one of {', '.join(known)}")
     available: list[tuple[str, str, str]] = []
-    for name in [benchmark] if benchmark else sorted(BENCHMARK_DOMAINS, reverse=True):  # tau2 first
-        domains = BENCHMARK_DOMAINS.get(name, ())
+    for name in [benchmark] if benchmark else sorted(BENCHMARKS, reverse=True):  # tau2 first
+        domains = BENCHMARKS[name].domains if name in BENCHMARKS else ()
         if domain is not None and domain not in domains and benchmark is None:
             continue
         try:

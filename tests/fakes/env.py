@@ -124,7 +124,7 @@ class FakeEnvSession(EnvSession):
             raise RuntimeError(f"cannot record a {role} message")
         self.recorded.append((role, content))
 
-    def reward(self, termination: TerminationReason) -> RewardResult:
+    def fast_reward(self, termination: TerminationReason) -> RewardResult:
         self.reward_calls.append(termination)
         if self.faults.reward_raises:
             raise RuntimeError("evaluator crashed")

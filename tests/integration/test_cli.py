@@ -111,7 +111,7 @@ def test_summary_counts_successes_per_task():
     d = summarize(samples, 3, 1.0)["domains"]["tau2/retail"]
     assert d["pass^1"] == pytest.approx(0.5)
     assert d["pass^2"] == pytest.approx((1 / 3 + 0) / 2)
-    assert d["pass^3"] == 0.0 and d["mean_trainable_tokens"] == 3
+    assert d["pass^3"] == 0.0 and d["tokens/trainable_mean"] == 3
 
 
 def test_rollout_with_the_built_in_llm_user(tau2_backend, qwen25_dir, tmp_path, capsys):

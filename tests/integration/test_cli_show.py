@@ -7,12 +7,15 @@ editing copies of a real run. Every bad input must end in one stderr line naming
 from __future__ import annotations
 
 import html
+import io
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -233,7 +236,7 @@ def test_compare_puts_two_runs_side_by_side(run_dir, copy):
     other = copy("other")
     summary = json.loads((other / "summary.json").read_text())
     summary["domains"]["tau2/retail"].update({"pass^1": 0.5, "pass^2": 0.25, "tasks": 2, "samples": 4})
-    summary["domains"]["tau2/airline"] = {"tasks": 1, "samples": 2, "pass^1": 1.0, "pass^2": 1.0, "mean_reward": 1}
+    summary["domains"]["tau2/airline"] = {"tasks": 1, "samples": 2, "pass^1": 1.0, "pass^2": 1.0, "reward_mean": 1}
     (other / "summary.json").write_text(json.dumps(summary))
     proc = cli("show", str(run_dir), "--compare", str(other))
     assert proc.returncode == 0, proc.stderr
@@ -250,8 +253,152 @@ def test_compare_puts_two_runs_side_by_side(run_dir, copy):
     assert "drop --sample" in one_error_line(cli("show", str(run_dir), "--compare", str(run_dir), "--sample", "0"))
 
 
+def test_compare_reads_a_run_written_before_the_summary_keys_were_renamed(run_dir, copy):
+    old = copy("old")
+    summary = json.loads((old / "summary.json").read_text())
+    retail = summary["domains"]["tau2/retail"]
+    retail["mean_reward"] = 0.25
+    del retail["reward_mean"]
+    (old / "summary.json").write_text(json.dumps(summary))
+    proc = cli("show", str(old), "--compare", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    table = [re.split(r"\s{2,}", ln.strip()) for ln in proc.stdout.splitlines()]
+    assert ["tau2/retail", "reward_mean", "0.250", "1.000", "+0.750"] in table
+
+
 def test_every_show_option_has_help_that_states_its_default():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for action in sub.choices["show"]._actions:
         if action.dest != "help":
             assert action.help and "default" in action.help, action.dest
+
+
+# slime's --save-debug-rollout-data dumps: torch.save({"rollout_id": N, "samples": [Sample.to_dict()]}, path)
+
+
+def save_like_slime(path: Path, rows: list[dict], rollout_id: int) -> None:
+    """Write a dump as slime does (torch.save of plain dicts), or, without torch, the same dict pickled.
+
+    Our rows are what generate() wrote into slime's Sample; ``Sample.to_dict`` adds slime's other fields.
+    """
+    extra = {"group_index": None, "index": None, "label": None, "weight_versions": [], "spec_info": {}}
+    dump = {"rollout_id": rollout_id, "samples": [{**extra, **row} for row in rows]}
+    try:
+        import torch
+    except ImportError:
+        path.write_bytes(pickle.dumps(dump, protocol=2))
+    else:
+        torch.save(dump, path)
+
+
+@pytest.fixture
+def no_torch(tmp_path) -> dict:
+    """A subprocess environment where ``import torch`` fails, as on a machine without torch."""
+    stub = tmp_path / "no_torch" / "torch"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('No module named torch (blocked by this test)')\n")
+    return {**ENV, "PYTHONPATH": f"{stub.parent}{os.pathsep}{ROOT}"}
+
+
+def body_of(stdout: str) -> str:
+    """What ``show`` prints from a sample's headline on (after a dump's summary lines)."""
+    return stdout[stdout.index("tau2/retail/train task") :]
+
+
+def test_a_slime_dump_shows_its_samples_like_a_run(run_dir, qwen3_dir, tmp_path):
+    rows = rows_of(run_dir)
+    save_like_slime(tmp_path / "3.pt", rows, 3)
+    proc = cli("show", str(tmp_path / "3.pt"), "--sample", "1", "--tokenizer", qwen3_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{tmp_path / '3.pt'}: rollout 3, 6 samples"
+    assert lines[1].startswith("tau2/retail: 6 samples | reward 1.000 | pass 6/6 | partial 1.000 | status completed 6")
+    assert "ended by user_stop 6" in lines[1]
+    same = cli("show", str(run_dir), "--sample", "1")
+    assert body_of(proc.stdout) == same.stdout  # mask blocks, reward, status, ends: as for the run itself
+    assert "partial score: 1.0" in proc.stdout
+    bare = cli("show", str(tmp_path / "3.pt"), "--task", rows[2]["metadata"]["task_id"], "--trial", "1")
+    assert bare.returncode == 0, bare.stderr
+    assert "[MODEL, trainable, " in bare.stdout and "pass --tokenizer DIR" in bare.stdout
+    assert "<tool_call>" not in bare.stdout  # nothing decoded without a tokenizer
+
+
+def test_a_directory_of_dumps_lists_every_rollout_and_shows_the_last(run_dir, tmp_path):
+    rows = rows_of(run_dir)
+    failed = {**rows[0], "status": "failed", "reward": 0.0, "metadata": {**rows[0]["metadata"], "error": "user down"}}
+    save_like_slime(tmp_path / "2.pt", rows[:4], 2)
+    save_like_slime(tmp_path / "10.pt", [failed, *rows[1:2]], 10)
+    save_like_slime(tmp_path / "eval_10.pt", rows, 10)
+    proc = cli("show", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    table = [ln.split() for ln in proc.stdout.splitlines()[1:5]]
+    assert table == [
+        ["rollout", "samples", "reward", "pass", "failed", "partial"],
+        ["2", "4", "1.000", "1.000", "0.000", "1.000"],
+        ["10", "2", "0.500", "0.500", "0.500", "1.000"],
+        ["eval_10", "6", "1.000", "1.000", "0.000", "1.000"],
+    ]
+    assert f"{tmp_path / '10.pt'}: rollout 10, 2 samples" in proc.stdout
+    assert "status failed 1, completed 1" in proc.stdout and "error: user down" in proc.stdout
+    proc = cli("show", str(tmp_path), "--rollout", "eval_10", "--sample", "5")
+    assert proc.returncode == 0 and "evaluation after rollout 10, 6 samples" in proc.stdout
+    assert "its dumps: 2, 10, eval_10" in one_error_line(cli("show", str(tmp_path), "--rollout", "7"))
+    assert "out of range" in one_error_line(cli("show", str(tmp_path / "2.pt"), "--sample", "4"))
+    assert "a slime dump has none" in one_error_line(cli("show", str(tmp_path), "--compare", str(run_dir)))
+
+
+def test_torch_save_dumps_read_without_torch_and_tensors_with_it(run_dir, tmp_path, no_torch):
+    torch = pytest.importorskip("torch")
+    rows = rows_of(run_dir)
+    torch.save({"rollout_id": 1, "samples": rows}, tmp_path / "1.pt")
+    blocked = subprocess.run(
+        [sys.executable, "-m", "slime_tau_plugin.cli", "show", str(tmp_path / "1.pt")],
+        capture_output=True, text=True, cwd=ROOT, env=no_torch, timeout=300,
+    )  # fmt: skip
+    assert blocked.returncode == 0, blocked.stderr
+    assert "rollout 1, 6 samples" in blocked.stdout
+    routed = [{**row, "rollout_routed_experts": torch.zeros(row["response_length"], 2)} for row in rows]
+    torch.save({"rollout_id": 2, "samples": routed}, tmp_path / "2.pt")
+    proc = cli("show", str(tmp_path / "2.pt"))
+    assert proc.returncode == 0, proc.stderr
+    assert "rollout 2, 6 samples" in proc.stdout
+
+
+class _Tensor:
+    """Pickled the way torch pickles a tensor's storage: as a persistent id."""
+
+
+class _TensorPickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        return ("storage", "FloatStorage", "0", "cpu", 4) if isinstance(obj, _Tensor) else None
+
+
+def test_bad_dumps_are_one_line(run_dir, tmp_path, no_torch):
+    rows = rows_of(run_dir)
+    assert "does not exist" in one_error_line(cli("show", str(tmp_path / "7.pt")))
+    good = tmp_path / "good.pt"
+    with zipfile.ZipFile(good, "w") as archive:  # torch.save's layout: <name>/data.pkl and small records
+        archive.writestr("good/data.pkl", pickle.dumps({"rollout_id": 1, "samples": rows}, protocol=2))
+        archive.writestr("good/version", "3\n")
+    assert cli("show", str(good)).returncode == 0
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    assert "damaged torch.save file" in one_error_line(cli("show", str(cut)))
+    text = tmp_path / "notes.pt"
+    text.write_text("not a dump\n")
+    assert "damaged or not a torch.save/pickle file" in one_error_line(cli("show", str(text)))
+    other = tmp_path / "other.pt"
+    other.write_bytes(pickle.dumps({"model": [1, 2]}))
+    assert "not slime's rollout dump" in one_error_line(cli("show", str(other)))
+    code = tmp_path / "code.pt"
+    code.write_bytes(pickle.dumps({"samples": [Path("x")]}))
+    assert "pathlib" in one_error_line(cli("show", str(code)))  # refused, never constructed
+    tensors = tmp_path / "tensors.pt"
+    buffer = io.BytesIO()
+    _TensorPickler(buffer, protocol=2).dump({"rollout_id": 1, "samples": [{**rows[0], "tokens": _Tensor()}]})
+    tensors.write_bytes(buffer.getvalue())
+    proc = subprocess.run(
+        [sys.executable, "-m", "slime_tau_plugin.cli", "show", str(tensors)],
+        capture_output=True, text=True, cwd=ROOT, env=no_torch, timeout=300,
+    )  # fmt: skip
+    assert "needs torch to read: pip install torch==2.13.0" in one_error_line(proc)

@@ -75,7 +75,17 @@ def test_turn_without_end_of_turn_is_closed_by_the_template(tau2_backend, qwen25
 def test_budgets_keep_every_request_inside_the_context(tau2_backend, qwen25, qwen25_dir, serve):
     context = 7000  # a few thousand ids above the retail prompt: many turns, then the budget ends it
     server = serve(ScriptedModel(qwen25, [GOOD_CALL] * 50), context_len=context)
-    sample = run_one(tau2_backend, server, qwen25_dir, "budget", rollout_max_context_len=context, tau_max_turns=1000)
+    # τ²'s error and step limits off (0): this test is about the token budget, not τ²'s harness rules
+    sample = run_one(
+        tau2_backend,
+        server,
+        qwen25_dir,
+        "budget",
+        rollout_max_context_len=context,
+        tau_max_turns=1000,
+        tau_max_errors=0,
+        tau_max_steps=0,
+    )
     for req in requests_of(server, sample):
         assert len(req["input_ids"]) + req["sampling_params"]["max_new_tokens"] <= context
     assert sample.status is Sample.Status.TRUNCATED

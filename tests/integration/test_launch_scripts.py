@@ -24,8 +24,8 @@ import yaml
 from slime_tau_plugin.config import TauConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted(p for p in ROOT.glob("scripts/run_*.sh") if "lib/tau_launch.sh" in p.read_text())
-"""The slime launch scripts: every ``run_*.sh`` built on the shared ``scripts/lib/tau_launch.sh``."""
+SCRIPTS = sorted(p for p in ROOT.glob("scripts/run_*.sh") if 'tau_main "$@"' in p.read_text())
+"""The slime launch scripts: every ``run_*.sh`` that runs the shared ``scripts/lib/tau_launch.sh``'s ``tau_main``."""
 CONFIGS = sorted(ROOT.glob("configs/*.yaml"))
 FILLED = {"USER_SIM_BASE_URL": "http://127.0.0.1:30010/v1", "USER_SIM_MODEL_NAME": "user-model"}
 
@@ -79,7 +79,20 @@ def test_dry_run_prints_a_complete_train_command(script, benchmark, tmp_path):
     assert flags["--custom-rollout-log-function-path"] == ["slime_tau_plugin.metrics.log_rollout"]
     assert flags["--custom-eval-rollout-log-function-path"] == ["slime_tau_plugin.metrics.log_eval"]
     assert flags["--custom-config-path"] == [str(tmp_path / "run" / "tau_config.yaml")]
-    assert flags["--eval-config"] == [str(tmp_path / "data" / f"{benchmark}_train.eval.yaml")]
+    # run safety: advantages over the samples that did not fail, our group filter, metrics over every sample
+    assert flags["--custom-reward-post-process-path"] == ["slime_tau_plugin.advantages.post_process_rewards"]
+    assert flags["--dynamic-sampling-filter-path"] == ["slime_tau_plugin.group_filter.keep_group"]
+    assert flags["--rollout-all-samples-process-path"] == ["slime_tau_plugin.all_samples.process_all_samples"]
+    assert flags["--get-mismatch-metrics"] == [] and "--use-tis" not in flags
+    assert flags["--custom-tis-function-path"] == [
+        "examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp"
+    ]
+    assert flags["--eval-temperature"] == ["1.0"] and flags["--rollout-temperature"] == ["1.0"]
+    assert flags["--eval-interval"] == ["10"] and flags["--n-samples-per-eval-prompt"] == ["4"]
+    assert "--save-debug-rollout-data" not in flags  # off by default
+    # the eval YAML is derived for this run, never an earlier run's copy
+    assert flags["--eval-config"] == [str(tmp_path / "run" / "eval_config.yaml")]
+    assert "n_samples_per_eval_prompt 4, temperature 1.0" in result.stdout
     assert flags["--prompt-data"] == [str(tmp_path / "data" / f"{benchmark}_train.jsonl")]
     assert flags["--input-key"] == ["index"] and "--apply-chat-template" not in flags
     assert "--partial-rollout" not in flags and "--use-wandb" not in flags
@@ -87,8 +100,10 @@ def test_dry_run_prints_a_complete_train_command(script, benchmark, tmp_path):
     assert 256 <= per_turn <= 4096 < context  # a per-turn cap, far below the whole-episode bound
     assert flags["--eval-max-response-len"] == [str(per_turn)]
     assert int(flags["--over-sampling-batch-size"][0]) > int(flags["--rollout-batch-size"][0])
-    assert flags["--dynamic-sampling-filter-path"]
-    assert flags["--eval-interval"] and "--colocate" in flags
+    assert "--colocate" in flags
+    # the episode bound fits one training micro-batch (the dry run refuses otherwise)
+    cp, per_gpu = int(flags["--context-parallel-size"][0]), int(flags["--max-tokens-per-gpu"][0])
+    assert context <= cp * per_gpu
     assert "missing (a real run stops here): SLIME_DIR" in result.stdout
     # the dry run names the prepare call it would make, with this benchmark's sets, and writes nothing
     assert f"prepare --out {tmp_path / 'data'}/{benchmark}_train.jsonl --train {benchmark}/" in result.stdout
@@ -235,6 +250,15 @@ record = {"pid": os.getpid(), "child": child.pid, "argv": sys.argv[1:], "gpus": 
 with open(os.environ["FAKE_SGLANG_RECORD"], "w") as fh:
     json.dump(record, fh)
 time.sleep(1)  # loading the model
+if os.environ.get("FAKE_SGLANG_DIE_AFTER"):  # a crash while training runs (CUDA error, OOM kill, ...)
+    import threading
+
+    def crash():
+        time.sleep(float(os.environ["FAKE_SGLANG_DIE_AFTER"]))
+        print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
+        os._exit(7)
+
+    threading.Thread(target=crash, daemon=True).start()
 
 
 class Server(ChatUserServer):
@@ -269,6 +293,12 @@ record = {
     "user_model": config.user_model,
 }
 json.dump(record, open(os.environ["FAKE_TRAIN_RECORD"], "w"))
+if os.environ.get("FAKE_TRAIN_SLEEP"):  # a long training job
+    import time
+
+    with open(os.environ["FAKE_TRAIN_RECORD"] + ".pid", "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(float(os.environ["FAKE_TRAIN_SLEEP"]))
 """
 
 
@@ -286,8 +316,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_real_run_prepares_serves_the_user_submits_and_stops_what_it_started(tmp_path):
-    pytest.importorskip("tau2")
+def fake_node(tmp_path: Path) -> tuple[dict[str, str], dict[str, Path]]:
+    """A GPU node's executables as stand-ins (ray, SGLang's launch_server, slime's train.py): the env and records."""
     fake_bin, fake_py, slime = tmp_path / "bin", tmp_path / "py", tmp_path / "slime"
     for d in (fake_bin, fake_py / "sglang", slime / "scripts/models", tmp_path / "megatron", tmp_path / "user"):
         d.mkdir(parents=True)
@@ -299,6 +329,8 @@ def test_real_run_prepares_serves_the_user_submits_and_stops_what_it_started(tmp
     (fake_py / "sglang/launch_server.py").write_text(FAKE_LAUNCH_SERVER)
     (slime / "train.py").write_text(FAKE_TRAIN)
     (slime / "scripts/models/qwen3-4B-Instruct-2507.sh").write_text("MODEL_ARGS=(--num-layers 36)\n")
+    (slime / "examples/train_infer_mismatch_helper").mkdir(parents=True)
+    (slime / "examples/train_infer_mismatch_helper/mis.py").write_text("")
     for name in ("Qwen3-4B-Instruct-2507", "Qwen3-4B-Instruct-2507_torch_dist"):
         (tmp_path / "ckpt" / name).mkdir(parents=True)
     records = {name: tmp_path / f"{name}.json" for name in ("sglang", "train")}
@@ -317,7 +349,14 @@ def test_real_run_prepares_serves_the_user_submits_and_stops_what_it_started(tmp
         "FAKE_RAY_LOG": str(tmp_path / "ray.log"),
         "FAKE_SGLANG_RECORD": str(records["sglang"]),
         "FAKE_TRAIN_RECORD": str(records["train"]),
+        "TAU_WATCH_INTERVAL_S": "0.5",
     }
+    return env, records
+
+
+def test_real_run_prepares_serves_the_user_submits_and_stops_what_it_started(tmp_path):
+    pytest.importorskip("tau2")
+    env, records = fake_node(tmp_path)
     result = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, **env)
     server = json.loads(records["sglang"].read_text()) if records["sglang"].exists() else {}
     leftover = [pid for pid in (server.get("pid"), server.get("child")) if pid and is_running(pid)]
@@ -344,4 +383,309 @@ def test_real_run_prepares_serves_the_user_submits_and_stops_what_it_started(tmp
     assert ray_calls[1][1] == "gpus=0,1" and "--num-gpus 2" in ray_calls[1][0]
     filled = yaml.safe_load((tmp_path / "run/tau_config.yaml").read_text())
     assert filled["tau_user_base_url"] == f"http://127.0.0.1:{env['USER_SIM_PORT']}/v1"
+    # the keys slime's mismatch helper reads are appended to the run copy; TIS itself stays off (no --use-tis)
+    assert filled["tis_upper_bound"] == 2.0 and filled["use_rs"] is False and "use_tis" not in filled
     assert "train command:" in (tmp_path / "run/commands.txt").read_text()
+    eval_yaml = yaml.safe_load((tmp_path / "run/eval_config.yaml").read_text())
+    assert [d["n_samples_per_eval_prompt"] for d in eval_yaml["eval"]["datasets"]] == [4]
+    assert not (tmp_path / ".launch_state/pids").exists(), "a clean exit leaves no recorded PIDs behind"
+
+
+# ---- issue 19: budgets, GPU splits, eval YAML, hosted user, watchdog, stale processes, resume, multi-node ----
+
+
+def bash_lib(body: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``body`` run after sourcing ``scripts/lib/tau_launch.sh`` (its functions, tested in isolation)."""
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHON": sys.executable, "RUN_NAME": "test_run"}
+    base["TAU_STATE_DIR"] = str(tmp_path / "state")
+    script = f"set -euo pipefail\nsource {shlex.quote(str(ROOT / 'scripts/lib/tau_launch.sh'))}\n{body}"
+    return subprocess.run(
+        ["bash", "-c", script], env={**base, **env}, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_the_budget_check_refuses_an_episode_longer_than_a_micro_batch(tmp_path):
+    script = ROOT / "scripts/run_qwen3_8B_thinking_tau2.sh"
+    # the 8B thinking preset before issue 19: 32768-token episodes, 16384 tokens per GPU, no context parallelism
+    before = run_script(script, tmp_path, MAX_TOKENS_PER_GPU="16384")
+    line = one_error_line(before)
+    assert "ROLLOUT_MAX_CONTEXT_LEN=32768 exceeds CP_SIZE*MAX_TOKENS_PER_GPU=1*16384=16384" in line
+    assert "alone in one micro-batch of up to 32768 tokens per GPU" in line and "train command:" not in before.stdout
+    # context parallelism splits the sequence: CP 2 x 16384 fits (on 4 training GPUs: TP 2 x CP 2)
+    cp2 = run_script(script, tmp_path, MAX_TOKENS_PER_GPU="16384", CP_SIZE="2", TRAIN_GPUS="0,1,2,3")
+    assert cp2.returncode == 0, cp2.stderr
+    # the preset as shipped: TP 2, CP 1, 32768 tokens per GPU
+    flags = train_flags(run_script(script, tmp_path).stdout)
+    assert flags["--max-tokens-per-gpu"] == ["32768"] and flags["--context-parallel-size"] == ["1"]
+    assert flags["--rollout-max-context-len"] == ["32768"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_every_script_states_its_eval_temperature_and_cadence(script):
+    text = script.read_text()
+    assert '"${EVAL_TEMPERATURE:=' in text and '"${EVAL_INTERVAL:=' in text and '"${USER_SIM_GPUS=' in text
+
+
+def test_all_eight_gpus_train_with_a_scripted_user_when_user_sim_gpus_is_emptied(tmp_path):
+    script = ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh"
+    scripted = str(ROOT / "configs/tau2_scripted_user.yaml")
+    result = run_script(script, tmp_path, TAU_CONFIG=scripted, TRAIN_GPUS="0,1,2,3,4,5,6,7", USER_SIM_GPUS="")
+    assert result.returncode == 0, result.stderr
+    flags = train_flags(result.stdout)
+    assert flags["--actor-num-gpus-per-node"] == ["8"] and flags["--rollout-num-gpus"] == ["8"]
+    assert "sglang.launch_server" not in result.stdout and "stay idle" not in result.stdout
+    # not emptied: the scripted user needs none of them, said once, and nothing fails on the overlap
+    kept = run_script(script, tmp_path, TAU_CONFIG=scripted, TRAIN_GPUS="0,1,2,3,4,5,6,7")
+    assert kept.returncode == 0 and "USER_SIM_GPUS=6,7 stay idle" in kept.stdout, kept.stderr
+    # an LLM user served by this script needs GPUs of its own
+    line = one_error_line(run_script(script, tmp_path, TRAIN_GPUS="0,1,2,3,4,5,6,7", USER_SIM_GPUS=""))
+    assert "asks for the user-simulator server, but USER_SIM_GPUS is empty" in line
+
+
+def test_colocate_0_works_on_the_default_split_or_fails_with_one_line(tmp_path):
+    script = ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh"
+    result = run_script(script, tmp_path, COLOCATE="0")
+    assert result.returncode == 0, result.stderr
+    flags = train_flags(result.stdout)
+    # 6 GPUs: half rounded up to whole TP-2 replicas trains (4, data-parallel 2), the other 2 run rollout engines
+    assert flags["--actor-num-gpus-per-node"] == ["4"] and flags["--rollout-num-gpus"] == ["2"]
+    assert "--colocate" not in flags
+    line = one_error_line(run_script(script, tmp_path, COLOCATE="0", TRAIN_GPUS="0,1", USER_SIM_GPUS="2"))
+    assert "COLOCATE=0 splits TRAIN_GPUS=0,1 into ACTOR_GPUS=2" in line and "0 for rollout engines" in line
+
+
+def test_the_eval_yaml_is_derived_on_every_run_from_the_current_variables(tmp_path):
+    train = tmp_path / "data/tau2_train.jsonl"
+    body = 'tau_eval_config_check && tau_write_eval_config && cat "$EVAL_CONFIG_RUN"'
+    common = {
+        "DRY_RUN": "0",
+        "EVAL_CONFIG": "",
+        "EVAL_SETS": "tau2/retail,airline/test",
+        "TRAIN_DATA": str(train),
+        "RUN_DIR": str(tmp_path / "run"),
+        "EVAL_TEMPERATURE": "0.6",
+        "EVAL_INTERVAL": "5",
+    }
+    first = bash_lib(body, tmp_path, N_SAMPLES_PER_EVAL_PROMPT="4", **common)
+    assert first.returncode == 0, first.stderr
+    second = bash_lib(body, tmp_path, N_SAMPLES_PER_EVAL_PROMPT="8", **common)  # the second run changes N
+    assert second.returncode == 0, second.stderr
+    data = yaml.safe_load((tmp_path / "run/eval_config.yaml").read_text())
+    datasets = data["eval"]["datasets"]
+    assert [d["name"] for d in datasets] == ["tau2_retail_test", "tau2_airline_test"]
+    assert [d["n_samples_per_eval_prompt"] for d in datasets] == [8, 8]
+    assert datasets[0]["path"] == str(tmp_path / "data/tau2_retail_test.jsonl")
+    assert "n_samples_per_eval_prompt 8, temperature 0.6, before step 0 and every 5 rollouts" in second.stdout
+    # a YAML given as EVAL_CONFIG that says another sample count is refused, not silently preferred by slime
+    given = tmp_path / "given.yaml"
+    given.write_text(yaml.safe_dump(data))
+    mismatch = bash_lib(body, tmp_path, **{**common, "EVAL_CONFIG": str(given), "N_SAMPLES_PER_EVAL_PROMPT": "4"})
+    line = one_error_line(mismatch)
+    assert "n_samples_per_eval_prompt tau2_retail_test: 8" in line and "N_SAMPLES_PER_EVAL_PROMPT=4" in line
+
+
+def test_existing_train_rows_with_new_eval_sets_name_the_prepare_command(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/tau2_train.jsonl").write_text("")
+    result = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, EVAL_SETS="tau2/retail/test")
+    line = one_error_line(result)
+    assert "tau2_retail_test.jsonl" in line and "prepare --out" in line and line.endswith("--force")
+
+
+def hosted_config(tmp_path: Path, port: int) -> Path:
+    config = tmp_path / "hosted.yaml"
+    text = (ROOT / "configs/qwen3_4B_instruct_2507_tau2.yaml").read_text()
+    text = text.replace('"${USER_SIM_BASE_URL}"', f"http://127.0.0.1:{port}/v1")
+    text = text.replace('"${USER_SIM_MODEL_NAME}"', "scripted-user")
+    config.write_text(text.replace("tau_user_api_key_env: null", "tau_user_api_key_env: TAU_TEST_USER_KEY"))
+    return config
+
+
+def test_a_hosted_user_endpoint_is_preflighted_in_the_dry_run(tmp_path):
+    script = ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh"
+    port = free_port()
+    config = str(hosted_config(tmp_path, port))
+    unset = one_error_line(run_script(script, tmp_path, TAU_CONFIG=config))
+    assert "tau_user_api_key_env names TAU_TEST_USER_KEY, but TAU_TEST_USER_KEY is not set" in unset
+    down = one_error_line(run_script(script, tmp_path, TAU_CONFIG=config, TAU_TEST_USER_KEY="k"))
+    assert f"does not answer GET http://127.0.0.1:{port}/v1/models" in down
+    code = (
+        "from slime_tau_plugin.servers.chat_user_server import ChatUserServer\n"
+        f"ChatUserServer(host='127.0.0.1', port={port}).serve_forever()"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        for _ in range(100):
+            up = run_script(script, tmp_path, TAU_CONFIG=config, TAU_TEST_USER_KEY="k", USER_SIM_GPUS="")
+            if up.returncode == 0:
+                break
+        assert up.returncode == 0, up.stderr
+        assert "hosted endpoint, which answered GET /models" in up.stdout
+        assert "sglang.launch_server" not in up.stdout and "k-" not in up.stdout
+    finally:
+        server.kill()
+        server.wait()
+
+
+WATCH = """\
+TAU_PROC_NAMES=() TAU_PROC_PIDS=() TAU_PROC_LOGS=()
+tau_maintain() { :; }
+tau_start_process "the user-simulator server" user_sim "$LOG" bash -c "$USER_CMD"
+sleep 60 &
+main=$!
+trap 'kill $main 2>/dev/null || true' EXIT
+start=$SECONDS
+tau_watch "$main" || echo "main ended: $?"
+echo "watched for $((SECONDS - start))s"
+"""
+
+
+def test_the_watchdog_stops_the_run_with_the_log_tail_of_a_process_that_died(tmp_path):
+    log = tmp_path / "run/user_sim.log"
+    dies = "for i in $(seq 1 30); do echo loading $i; done; echo 'CUDA out of memory'; sleep 1; exit 3"
+    result = bash_lib(WATCH, tmp_path, LOG=str(log), USER_CMD=dies, TAU_WATCH_INTERVAL_S="0.2")
+    assert result.returncode == 1 and "watched for" not in result.stdout, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: the user-simulator server (pid ") and "exited with status 3" in lines[0]
+    assert f"the run stops. Last 20 lines of {log}:" in lines[0]
+    assert lines[1:] == [f"  | loading {i}" for i in range(12, 31)] + ["  | CUDA out of memory"]
+    pid = lines[0].split("(pid ", 1)[1].split(")", 1)[0]
+    assert f"user_sim {pid} " in (tmp_path / "state/pids").read_text()  # recorded for the next run's stale check
+    # a helper that keeps running does not stop the run: the watch returns the main process's status
+    ok = bash_lib(
+        WATCH.replace("sleep 60", "sleep 1"), tmp_path, LOG=str(log), USER_CMD="sleep 30", TAU_WATCH_INTERVAL_S="0.2"
+    )
+    assert ok.returncode == 0 and "watched for" in ok.stdout, ok.stderr
+    helper = int((tmp_path / "state/pids").read_text().splitlines()[-1].split()[1])
+    os.killpg(helper, 9)
+
+
+def start_time(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def orphan_sleep() -> int:
+    """A ``sleep`` in its own session whose parent has exited, like a server left behind by a crashed launch."""
+    out = subprocess.run(["setsid", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True)
+    return int(out.stdout.strip())
+
+
+def test_stale_processes_of_a_crashed_run_are_named_with_the_command_or_cleaned(tmp_path):
+    stale = orphan_sleep()
+    try:
+        state = tmp_path / "state"
+        state.mkdir()
+        pids = state / "pids"
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        record = (
+            f"launcher {dead.pid} - crashed_run -\nuser_sim {stale} {start_time(stale)} crashed_run /x/user_sim.log\n"
+        )
+        pids.write_text(record)
+        line = one_error_line(bash_lib("tau_check_stale", tmp_path, CLEAN_STALE="0"))
+        assert f"the user_sim process of crashed_run (pid {stale}, log /x/user_sim.log) is still running" in line
+        assert f"stop it with: kill -- -{stale} (or rerun with CLEAN_STALE=1)" in line
+        assert is_running(stale) and pids.exists()
+        # a reused PID (another start time) is not mistaken for the server
+        pids.write_text(f"user_sim {stale} 1 crashed_run /x/user_sim.log\n")
+        assert bash_lib("tau_check_stale", tmp_path, CLEAN_STALE="0").returncode == 0 and is_running(stale)
+        # a launcher that still runs is another live launch: refused whatever CLEAN_STALE says
+        pids.write_text(f"launcher {stale} {start_time(stale)} live_run -\n")
+        line = one_error_line(bash_lib("tau_check_stale", tmp_path, CLEAN_STALE="1"))
+        assert f"another launch (live_run, pid {stale}) is still running" in line
+        pids.write_text(record)
+        cleaned = bash_lib("tau_check_stale", tmp_path, CLEAN_STALE="1")
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert not is_running(stale) and not pids.exists()
+        assert "CLEAN_STALE=1: stopping the user_sim process of crashed_run" in cleaned.stdout
+    finally:
+        if is_running(stale):
+            os.kill(stale, 9)
+
+
+def test_checkpoints_and_debug_rollout_dumps_are_pruned(tmp_path):
+    save = tmp_path / "save"
+    for it in (20, 40, 60, 80, 100):
+        (save / f"iter_{it:07d}").mkdir(parents=True)
+    (save / "latest_checkpointed_iteration.txt").write_text("80\n")  # iter_0000100 is still being written
+    dumps = tmp_path / "debug_rollout"
+    dumps.mkdir()
+    for name in [*(f"{i}.pt" for i in range(8)), "eval_0.pt"]:
+        (dumps / name).write_text("")
+    body = f"tau_prune_checkpoints {save} 2 && tau_prune_debug_rollouts {dumps} 3"
+    result = bash_lib(body, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in save.glob("iter_*")) == ["iter_0000060", "iter_0000080", "iter_0000100"]
+    assert sorted(p.name for p in dumps.iterdir()) == ["0.pt", "3.pt", "6.pt", "7.pt", "eval_0.pt"]
+    assert bash_lib(f"tau_prune_checkpoints {save} 0", tmp_path).returncode == 0  # 0 keeps all
+    assert len(list(save.glob("iter_*"))) == 3
+
+
+def test_a_resumed_run_keeps_its_wandb_run_and_says_it_resumes(tmp_path):
+    save = tmp_path / "ckpt/Qwen3-4B-Instruct-2507_slime_tau2"
+    script = ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh"
+    fresh = run_script(script, tmp_path, WANDB_API_KEY="secret-key")
+    assert fresh.returncode == 0 and "checkpoints: none in LOAD=" in fresh.stdout, fresh.stderr
+    assert "wandb: new run" in fresh.stdout
+    save.mkdir(parents=True)
+    (save / "latest_checkpointed_iteration.txt").write_text("40\n")
+    Path(f"{save}.wandb_run_id").write_text("abc123xy\n")
+    resumed = run_script(script, tmp_path, WANDB_API_KEY="secret-key")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"checkpoints: {save} holds iteration 40; the run resumes from it" in resumed.stdout
+    assert "wandb: resuming run abc123xy" in resumed.stdout
+    runtime_env = json.loads(shlex.split(resumed.stdout.split("--runtime-env-json ", 1)[1])[0])
+    assert runtime_env["env_vars"]["WANDB_RUN_ID"] == "abc123xy" and runtime_env["env_vars"]["WANDB_RESUME"] == "allow"
+    assert "secret-key" not in resumed.stdout + resumed.stderr
+
+
+def test_debug_rollout_dumps_can_be_turned_on(tmp_path):
+    result = run_script(ROOT / "scripts/run_qwen2.5_7B_instruct_tau2.sh", tmp_path, DEBUG_ROLLOUT_EVERY="5")
+    assert result.returncode == 0, result.stderr
+    flags = train_flags(result.stdout)
+    assert flags["--save-debug-rollout-data"] == [str(tmp_path / "run/debug_rollout/{rollout_id}.pt")]
+
+
+def test_several_nodes_share_the_user_simulator_at_the_head_address(tmp_path):
+    script = ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh"
+    result = run_script(script, tmp_path, NUM_NODES="2", MASTER_ADDR="10.0.0.1")
+    assert result.returncode == 0, result.stderr
+    flags = train_flags(result.stdout)
+    assert flags["--actor-num-nodes"] == ["2"] and flags["--actor-num-gpus-per-node"] == ["6"]
+    assert flags["--rollout-num-gpus"] == ["12"] and flags["--num-gpus-per-node"] == ["6"]
+    assert "--host 0.0.0.0 --port 30010" in result.stdout  # bound on every interface of the head node
+    assert "rollouts reach it at http://10.0.0.1:30010/v1" in result.stdout
+    assert "its LLM user is the server this script starts (http://10.0.0.1:30010/v1)" in result.stdout
+    assert (
+        "on each of the other 1 nodes: CUDA_VISIBLE_DEVICES=0,1,2,3,4,5 ray start --address 10.0.0.1:6379"
+        in result.stdout
+    )
+    line = one_error_line(run_script(script, tmp_path, NUM_NODES="2"))
+    assert "NUM_NODES=2 needs MASTER_ADDR set to this head node's address" in line
+
+
+def test_a_user_simulator_that_dies_while_training_runs_stops_the_run_with_its_log(tmp_path):
+    pytest.importorskip("tau2")
+    env, records = fake_node(tmp_path)
+    env.update(FAKE_SGLANG_DIE_AFTER="4", FAKE_TRAIN_SLEEP="120")
+    result = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, **env)
+    train_pid = Path(f"{records['train']}.pid")
+    trainer = int(train_pid.read_text()) if train_pid.exists() else None
+    alive = trainer is not None and is_running(trainer)
+    if alive:
+        os.kill(trainer, 9)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    first, *tail = result.stderr.strip().splitlines()
+    assert first.startswith("error: the user-simulator server (pid ") and "exited with status 7" in first
+    assert "while the run was going; the run stops" in first and str(tmp_path / "run/user_sim.log") in first
+    assert tail[-1] == "  | RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert trainer is not None and not alive, "the job the script submitted is stopped too"
+    ray_calls = [line.split(" | ")[0].split()[:2] for line in (tmp_path / "ray.log").read_text().splitlines()]
+    assert ray_calls[-2:] == [["job", "stop"], ["stop"]]

@@ -216,7 +216,10 @@ def test_breakdown_and_reference_mode(backend: Tau1Backend) -> None:
     assert ref_result.reward == own.reward == 0.0
     assert ref_result.breakdown["reward_mode"] == "reference"
     assert own.breakdown["outputs_met"] == [False] * len(session.script.gold_outputs)
-    assert own.breakdown["db_match"] is None  # v1 reports only the outputs check when a task has outputs
+    # v1 reports only the outputs check when a task has outputs; its gold replay's hash gives the DB part
+    assert own.breakdown["db_match"] is True
+    assert own.breakdown["partial_scores"] == {"DB": 1.0, "ACTION": 1.0, "OUTPUTS": 0.0}
+    assert ref_result.breakdown["partial_score"] == own.breakdown["partial_score"] == 2 / 3
     plain = backend.open(with_outputs)
     assert play_oracle(plain) == 1.0
     breakdown = plain.reward(TerminationReason.USER_STOP).breakdown

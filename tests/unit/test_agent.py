@@ -178,7 +178,7 @@ def _check_trajectory(traj: Trajectory, requests: list[PolicyRequest]) -> None:
 
 
 def test_user_stop_after_the_task_is_done_earns_the_reward() -> None:
-    run = play([CANCEL_1, DONE])
+    run = play([CANCEL_1, DONE], scripted_user_ticket=True)
     run.assert_outcome(Reason.USER_STOP, SampleStatus.COMPLETED, EpisodeCounters(tool_calls=1), 1.0)
     assert run.result.reward_info == {"db": 1.0, "scored": True}
     assert run.session.steps == [EnvToolCall("cancel_order", {"order_id": "#1"}, "call-1-0")]
@@ -189,6 +189,13 @@ def test_user_stop_after_the_task_is_done_earns_the_reward() -> None:
     assert run.result.messages[1]["content"] == opening
     assert run.result.messages[-1]["content"] == DONE
     assert run.trajectory.segments[-1].is_trainable, "the stopped episode ends on the model's turn"
+
+
+def test_the_ticket_line_stays_out_of_the_prompt_unless_asked_for() -> None:
+    run = play([CANCEL_1, DONE])
+    assert run.session.recorded[0] == ("user", FAKE_INSTRUCTION)
+    assert run.result.messages[1]["content"] == FAKE_INSTRUCTION
+    assert "Ticket" not in run.tokenizer.decode(run.trajectory.prompt_ids)
 
 
 def test_scripted_user_answers_n_times_then_stops_the_episode() -> None:

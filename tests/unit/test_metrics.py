@@ -211,3 +211,20 @@ def test_importing_metrics_imports_no_slime():
     code = "import sys, slime_tau_plugin.metrics; print([m for m in sys.modules if m.split('.')[0] == 'slime'])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_episode_metrics_carry_the_reward_breakdown_means():
+    def info(score: float) -> dict[str, Any]:
+        return {"partial_score": score, "partial_scores": {"DB": float(score == 1.0), "ACTION": score}}
+
+    samples = [
+        episode("0", 1.0, reward_info=info(1.0)),
+        episode("1", 0.0, reward_info=info(0.5)),
+        episode("2", 0.0, domain="airline", status=Sample.Status.FAILED, end="user_error"),
+    ]
+    metrics = episode_metrics(samples, ROLLOUT_PREFIX)
+    retail = f"{ROLLOUT_PREFIX}tau2/retail/"
+    assert metrics[retail + "partial_score_mean"] == pytest.approx(0.75)
+    assert metrics[retail + "partial/DB_mean"] == pytest.approx(0.5)
+    assert metrics[retail + "partial/ACTION_mean"] == pytest.approx(0.75)
+    assert f"{ROLLOUT_PREFIX}tau2/airline/partial_score_mean" not in metrics  # a FAILED episode was never scored

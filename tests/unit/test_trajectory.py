@@ -70,11 +70,11 @@ def test_empty_appends_add_no_segment() -> None:
     traj.add_continuation([])
     assert traj.segments == []
     assert traj.ids == [1, 2]
-    assert traj.last_id() == 2
+    assert traj.ids[-1] == 2
 
 
-def test_last_id_is_the_newest_response_id() -> None:
-    assert _episode().last_id() == 12
+def test_the_newest_response_id_ends_ids() -> None:
+    assert _episode().ids[-1] == 12
 
 
 def test_num_trainable_counts_only_model_ids() -> None:

@@ -6,8 +6,9 @@ import os
 import subprocess
 import sys
 
-from slime_tau_plugin.verl_data import verl_rows, write_verl_parquet
+from slime_tau_plugin.verl_data import verl_rows
 from tests.verl.conftest import ROOT
+from tests.verl.rows import write_verl_parquet
 
 SCRIPT = ROOT / "scripts" / "run_verl_qwen3_4B_tau2.sh"
 

@@ -24,8 +24,9 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from slime_tau_plugin.servers.sglang_server import fake_logprob
 from slime_tau_plugin.verl import EXTRA_FIELD_KEYS, TauAgentLoop
-from slime_tau_plugin.verl_data import verl_rows, write_verl_parquet
+from slime_tau_plugin.verl_data import verl_rows
 from tests.verl.conftest import AGENT_LOOP_YAML, refs_with_tasks, verl_config
+from tests.verl.rows import write_verl_parquet
 from tests.verl.server_manager import HTTPServerManager
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": False}

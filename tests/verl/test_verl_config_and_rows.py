@@ -10,8 +10,9 @@ import pytest
 
 from slime_tau_plugin.errors import ConfigError
 from slime_tau_plugin.verl import verl_tau_config
-from slime_tau_plugin.verl_data import task_ref_from_extra_info, verl_rows, write_verl_parquet
+from slime_tau_plugin.verl_data import task_ref_from_extra_info, verl_rows
 from tests.verl.conftest import ROOT, refs_with_tasks, verl_config
+from tests.verl.rows import write_verl_parquet
 
 
 def test_verl_limits_bound_the_episode_budgets(base_verl_config):
@@ -43,11 +44,18 @@ def test_trainer_tau_section_overrides_the_yaml_entry():
         (("+tau.usr=llm",), {}, "trainer config key tau.usr is not a slime_tau_plugin setting; did you mean tau.user?"),
         ((), {"tau_policy_url": "http://x:1"}, "does not apply under verl"),
         ((), {"tau_domain": "retial"}, "expected one of airline, retail, telecom"),
+        ((), {"tau_env_workers": "eight"}, "tau_env_workers='eight' is invalid; expected an integer"),
+        ((), {"tau_max_turns": "many"}, "tau_max_turns='many' is invalid; expected an integer"),
     ],
 )
 def test_wrong_settings_raise_config_errors(overrides, settings, message):
     with pytest.raises(ConfigError, match=message.replace("?", r"\?")):
         verl_tau_config(verl_config(*overrides), settings)
+
+
+def test_a_quoted_number_in_the_agent_loop_yaml_is_coerced():
+    tau = verl_tau_config(verl_config(), {"tau_max_turns": "7", "tau_env_workers": "3"})
+    assert (tau.max_turns, tau.env_workers) == (7, 3)
 
 
 def test_rows_round_trip_through_verl_dataset_exactly(tmp_path, tau2_backend, qwen25, base_verl_config):

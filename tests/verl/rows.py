@@ -1,0 +1,15 @@
+"""Test helper: write verl rows to a parquet file (``slime-tau prepare --format verl`` is the product's writer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slime_tau_plugin.verl_data import verl_parquet_bytes
+
+
+def write_verl_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(verl_parquet_bytes(rows))
+    return out
