@@ -1,0 +1,143 @@
+# shellcheck shell=bash
+# The settings of a launch: every knob's default (tau_defaults) and the checks a dry run makes before anything
+# starts: paths, the GPU split, batch and token-budget arithmetic (the episode bound against CP x MAX_TOKENS_PER_GPU).
+# Sourced by tau_launch.sh, never run on its own.
+
+tau_defaults() {
+    : "${MODEL_NAME:?the run script must set MODEL_NAME}" "${MODEL_SCRIPT:?}" "${CONFIG_STEM:?}"
+    : "${DRY_RUN:=0}" "${PYTHON:=python3}" "${TAU_BENCHMARK:=tau2}"
+    case "$TAU_BENCHMARK" in
+        tau2) : "${TRAIN_SETS:=tau2/retail,airline,telecom/train}" "${EVAL_SETS:=tau2/retail,airline,telecom/test}" ;;
+        tau1) : "${TRAIN_SETS:=tau1/retail/train}" "${EVAL_SETS:=tau1/retail,airline/test}" ;;
+        *) tau_die "TAU_BENCHMARK=$TAU_BENCHMARK is unknown; expected tau2 (τ²/τ³) or tau1 (τ-bench v1)" ;;
+    esac
+    # slime, Megatron-LM and checkpoints (the slimerl/slime image keeps them under /root)
+    : "${SLIME_DIR:=}" "${MEGATRON_DIR:=/root/Megatron-LM}" "${CKPT_ROOT:=/root}"
+    : "${HF_CKPT:=$CKPT_ROOT/$MODEL_NAME}"                      # HF weights: SGLang engines + tokenizer
+    : "${REF_LOAD:=$CKPT_ROOT/${MODEL_NAME}_torch_dist}"       # tools/convert_hf_to_torch_dist.py output
+    : "${SAVE:=$CKPT_ROOT/${MODEL_NAME}_slime_${TAU_BENCHMARK}}" "${LOAD:=$SAVE}" "${SAVE_INTERVAL:=20}"
+    # checkpoints kept in SAVE: the newest N complete iter_* dirs (0: keep all); older ones are deleted as the run goes
+    : "${KEEP_CHECKPOINTS:=3}"
+    # data and run files
+    : "${DATA_DIR:=$TAU_REPO_DIR/data}" "${TRAIN_DATA:=$DATA_DIR/${TAU_BENCHMARK}_train.jsonl}"
+    : "${TAU_CONFIG:=$TAU_REPO_DIR/configs/${CONFIG_STEM}_${TAU_BENCHMARK}.yaml}"
+    : "${RUN_NAME:=${CONFIG_STEM}_${TAU_BENCHMARK}_$(date +%Y%m%d_%H%M%S)}" "${RUN_DIR:=$TAU_REPO_DIR/runs/$RUN_NAME}"
+    # EVAL_CONFIG empty: derived on every run into $RUN_DIR/eval_config.yaml; set: your own YAML, checked
+    : "${EVAL_CONFIG:=}" "${TAU_STATE_DIR:=$(dirname -- "$RUN_DIR")/.launch_state}" "${CLEAN_STALE:=0}"
+    # GPUs: training (+ colocated rollout engines) vs the user simulator, as CUDA device lists (per node).
+    # USER_SIM_GPUS= (set and empty) means none: with a hosted or scripted user all GPUs can train.
+    : "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}" "${COLOCATE:=1}" "${NUM_NODES:=1}"
+    : "${TP_SIZE:=2}" "${CP_SIZE:=1}" "${MAX_TOKENS_PER_GPU:=16384}"
+    : "${ROLLOUT_GPUS_PER_ENGINE:=1}" "${SGLANG_MEM_FRACTION:=0.7}" "${ROUTER_POLICY:=}"
+    NUM_TRAIN_GPUS=$(tau_count "$TRAIN_GPUS")
+    if [[ $COLOCATE == 1 ]]; then
+        : "${ACTOR_GPUS:=$((NUM_NODES * NUM_TRAIN_GPUS))}"
+        ROLLOUT_GPUS=$ACTOR_GPUS
+    else
+        # half the GPUs train, rounded up to a multiple of TP_SIZE*CP_SIZE (Megatron needs whole model replicas)
+        local mp=$((TP_SIZE * CP_SIZE))
+        : "${ACTOR_GPUS:=$(((NUM_TRAIN_GPUS / 2 + mp - 1) / mp * mp))}"
+        ROLLOUT_GPUS=$((NUM_TRAIN_GPUS - ACTOR_GPUS))
+    fi
+    # budgets: slime's --rollout-max-response-len is a PER-TURN cap; the context bounds the whole episode
+    : "${MAX_TOKENS_PER_TURN:=1024}" "${ROLLOUT_MAX_CONTEXT_LEN:=16384}"
+    # GRPO with over-sampling and DAPO's dynamic filter (groups whose rewards all agree teach nothing)
+    : "${NUM_ROLLOUT:=300}" "${ROLLOUT_BATCH_SIZE:=24}" "${N_SAMPLES_PER_PROMPT:=8}"
+    : "${OVER_SAMPLING_BATCH_SIZE:=$((ROLLOUT_BATCH_SIZE * 2))}"
+    : "${GLOBAL_BATCH_SIZE:=$((ROLLOUT_BATCH_SIZE * N_SAMPLES_PER_PROMPT))}" "${LR:=1e-6}"
+    # run safety (slime_tau_plugin): advantages normalised over the samples that did not fail, a group filter
+    # that reports an all-FAILED group instead of redrawing forever, metrics over every sample (kept and dropped)
+    : "${REWARD_POST_PROCESS:=slime_tau_plugin.advantages.post_process_rewards}"
+    : "${ALL_SAMPLES_PROCESS:=slime_tau_plugin.all_samples.process_all_samples}"
+    : "${DYNAMIC_FILTER:=slime_tau_plugin.group_filter.keep_group}"
+    # rollout-vs-training log-prob mismatch metrics (slime's --get-mismatch-metrics; one more forward pass per step)
+    : "${MISMATCH_METRICS:=1}"
+    : "${MISMATCH_FUNCTION:=examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp}"
+    # sampling and evaluation: temperatures are explicit; evaluation runs before step 0 and every EVAL_INTERVAL rollouts
+    : "${ROLLOUT_TEMPERATURE:=1.0}" "${EVAL_TEMPERATURE:=1.0}"
+    : "${EVAL_INTERVAL:=10}" "${N_SAMPLES_PER_EVAL_PROMPT:=4}"
+    # slime's --save-debug-rollout-data: 0 off; N: dumps under $RUN_DIR/debug_rollout, pruned to every N-th rollout
+    : "${DEBUG_ROLLOUT_EVERY:=0}"
+    # Ray and logging; NUM_NODES > 1: MASTER_ADDR is this (head) node's address that the other nodes reach
+    : "${RAY_ADDRESS:=}" "${MASTER_ADDR:=127.0.0.1}" "${RAY_PORT:=6379}" "${RAY_WORKERS_TIMEOUT_S:=1800}"
+    : "${RAY_DASHBOARD_HOST:=0.0.0.0}" "${RAY_DASHBOARD_PORT:=8265}"
+    : "${WANDB_PROJECT:=slime-tau}" "${WANDB_GROUP:=${CONFIG_STEM}_${TAU_BENCHMARK}}" "${WANDB_RUN_ID:=}"
+    # the user simulator: an SGLang OpenAI-compatible server this script starts on USER_SIM_GPUS (head node).
+    # USER_SIM_HOST is the address clients use; one node: 127.0.0.1; NUM_NODES > 1: MASTER_ADDR (rollouts may run
+    # on any node), with the server bound to USER_SIM_BIND_HOST (0.0.0.0)
+    local sim_host=127.0.0.1 sim_bind=
+    if ((NUM_NODES > 1)); then sim_host=$MASTER_ADDR sim_bind=0.0.0.0; fi
+    : "${USER_SIM_MODEL:=$CKPT_ROOT/Qwen3-30B-A3B-Instruct-2507}" "${USER_SIM_HOST:=$sim_host}"
+    : "${USER_SIM_BIND_HOST:=${sim_bind:-$USER_SIM_HOST}}"
+    : "${USER_SIM_PORT:=30010}" "${USER_SIM_MEM_FRACTION:=0.85}" "${USER_SIM_TOOL_CALL_PARSER:=qwen25}"
+    : "${USER_SIM_EXTRA_ARGS:=}" "${USER_SIM_TIMEOUT_S:=1200}"
+    : "${USER_SIM_MODEL_NAME:=$(basename -- "$USER_SIM_MODEL")}"
+    USER_SIM_BASE_URL="http://$USER_SIM_HOST:$USER_SIM_PORT/v1"
+    # the watchdog: how often it checks the processes this script started (and prunes), in seconds
+    : "${TAU_WATCH_INTERVAL_S:=5}"
+}
+
+# A path that must exist before a real run; a dry run lists what is missing and goes on.
+tau_need_path() {
+    local what=$1 path=$2
+    [[ -e $path ]] || TAU_MISSING+=("$what=$path (no such file or directory)")
+}
+
+tau_checks() {
+    [[ $DRY_RUN == 1 || -n $SLIME_DIR ]] ||
+        tau_die "SLIME_DIR is not set; point it at slime's checkout (/root/slime in the slimerl/slime image), or use DRY_RUN=1"
+    if [[ -n $SLIME_DIR ]]; then
+        tau_need_path SLIME_DIR/train.py "$SLIME_DIR/train.py"
+        tau_need_path MODEL_SCRIPT "$SLIME_DIR/scripts/models/$MODEL_SCRIPT"
+    else
+        TAU_MISSING+=("SLIME_DIR (not set; MODEL_ARGS are shown as a placeholder)")
+    fi
+    if [[ -n $SLIME_DIR && $MISMATCH_METRICS == 1 && $MISMATCH_FUNCTION == examples.* ]]; then
+        local helper=${MISMATCH_FUNCTION%.*}
+        tau_need_path MISMATCH_FUNCTION "$SLIME_DIR/${helper//.//}.py"
+    fi
+    tau_need_path MEGATRON_DIR "$MEGATRON_DIR"
+    tau_need_path HF_CKPT "$HF_CKPT"
+    tau_need_path REF_LOAD "$REF_LOAD"
+    [[ -f $TAU_CONFIG ]] || tau_die "TAU_CONFIG=$TAU_CONFIG does not exist; expected one of $TAU_REPO_DIR/configs/*.yaml"
+    local problems line
+    problems=$(tau_py "$TAU_LIB_DIR/tau_config.py" functions "${TAU_FUNCTIONS[@]}") ||
+        while IFS= read -r line; do TAU_MISSING+=("function $line"); done <<<"$problems"
+    tau_check_layout
+}
+
+# The GPU split and batch arithmetic Megatron and slime assert on, checked before any GPU is touched.
+tau_check_layout() {
+    [[ $NUM_NODES =~ ^[1-9][0-9]*$ ]] || tau_die "NUM_NODES=$NUM_NODES; expected a whole number >= 1"
+    [[ $DEBUG_ROLLOUT_EVERY =~ ^[0-9]+$ && $KEEP_CHECKPOINTS =~ ^[0-9]+$ ]] ||
+        tau_die "DEBUG_ROLLOUT_EVERY=$DEBUG_ROLLOUT_EVERY and KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS must be whole numbers (0: off / keep all)"
+    if ((NUM_NODES > 1)); then
+        [[ $COLOCATE == 1 ]] ||
+            tau_die "COLOCATE=0 with NUM_NODES=$NUM_NODES is not supported by these scripts; use COLOCATE=1 on several nodes (or one node with COLOCATE=0)"
+        [[ -n $RAY_ADDRESS || ($MASTER_ADDR != 127.0.0.1 && $MASTER_ADDR != localhost) ]] ||
+            tau_die "NUM_NODES=$NUM_NODES needs MASTER_ADDR set to this head node's address that the other nodes reach (now $MASTER_ADDR)"
+    fi
+    local model_parallel=$((TP_SIZE * CP_SIZE))
+    if [[ $COLOCATE != 1 ]] && ((ACTOR_GPUS < 1 || ROLLOUT_GPUS < 1)); then
+        tau_die "COLOCATE=0 splits TRAIN_GPUS=$TRAIN_GPUS into ACTOR_GPUS=$ACTOR_GPUS for training (a multiple of TP_SIZE*CP_SIZE=$model_parallel) and $ROLLOUT_GPUS for rollout engines; both must be >= 1: add GPUs to TRAIN_GPUS, set ACTOR_GPUS, or lower TP_SIZE"
+    fi
+    ((ACTOR_GPUS % model_parallel == 0)) ||
+        tau_die "ACTOR_GPUS=$ACTOR_GPUS is not a multiple of TP_SIZE*CP_SIZE=$model_parallel"
+    local dp=$((ACTOR_GPUS / model_parallel))
+    ((GLOBAL_BATCH_SIZE % dp == 0)) ||
+        tau_die "GLOBAL_BATCH_SIZE=$GLOBAL_BATCH_SIZE is not divisible by the data-parallel size $dp (Megatron asserts it); change ROLLOUT_BATCH_SIZE or TRAIN_GPUS"
+    (((ROLLOUT_BATCH_SIZE * N_SAMPLES_PER_PROMPT) % GLOBAL_BATCH_SIZE == 0)) ||
+        tau_die "ROLLOUT_BATCH_SIZE*N_SAMPLES_PER_PROMPT=$((ROLLOUT_BATCH_SIZE * N_SAMPLES_PER_PROMPT)) is not a multiple of GLOBAL_BATCH_SIZE=$GLOBAL_BATCH_SIZE"
+    ((OVER_SAMPLING_BATCH_SIZE >= ROLLOUT_BATCH_SIZE)) ||
+        tau_die "OVER_SAMPLING_BATCH_SIZE=$OVER_SAMPLING_BATCH_SIZE must be >= ROLLOUT_BATCH_SIZE=$ROLLOUT_BATCH_SIZE (slime asserts it)"
+    ((ROLLOUT_GPUS % ROLLOUT_GPUS_PER_ENGINE == 0)) ||
+        tau_die "rollout GPUs ($ROLLOUT_GPUS) are not a multiple of ROLLOUT_GPUS_PER_ENGINE=$ROLLOUT_GPUS_PER_ENGINE"
+    ((MAX_TOKENS_PER_TURN < ROLLOUT_MAX_CONTEXT_LEN)) ||
+        tau_die "MAX_TOKENS_PER_TURN=$MAX_TOKENS_PER_TURN (per turn) must be below ROLLOUT_MAX_CONTEXT_LEN=$ROLLOUT_MAX_CONTEXT_LEN (whole episode)"
+    # One episode is one training sample; with --use-dynamic-batch-size slime packs samples into micro-batches of
+    # MAX_TOKENS_PER_GPU tokens per GPU (the sequence split over CP_SIZE GPUs). A longer episode is not cut: it is
+    # trained alone in a micro-batch over that budget (up to ROLLOUT_MAX_CONTEXT_LEN / CP_SIZE tokens per GPU), the
+    # memory peak the budget was meant to bound.
+    ((ROLLOUT_MAX_CONTEXT_LEN <= CP_SIZE * MAX_TOKENS_PER_GPU)) ||
+        tau_die "the episode bound ROLLOUT_MAX_CONTEXT_LEN=$ROLLOUT_MAX_CONTEXT_LEN exceeds CP_SIZE*MAX_TOKENS_PER_GPU=$CP_SIZE*$MAX_TOKENS_PER_GPU=$((CP_SIZE * MAX_TOKENS_PER_GPU)): slime would train such an episode alone in one micro-batch of up to $(((ROLLOUT_MAX_CONTEXT_LEN + CP_SIZE - 1) / CP_SIZE)) tokens per GPU, past the memory budget; raise MAX_TOKENS_PER_GPU or CP_SIZE, or lower ROLLOUT_MAX_CONTEXT_LEN"
+}
