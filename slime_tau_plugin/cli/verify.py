@@ -2,7 +2,8 @@
 
 The rollout-vs-trainer check per sample and per turn: max and mean |rollout - teacher-forced| log-prob over
 trainable tokens, the first turn over ``--tolerance``, trainable tokens without a log-prob, and mask errors
-(``model/checks.py``). Exit 0 when every sample passes, 1 otherwise, 2 on bad input (one line).
+(``model/checks.py``), and, as a note, where the decoded ids depart from the chat template's rendering of the
+recorded messages (``model/drift.py``). Exit 0 when every sample passes, 1 otherwise, 2 on bad input (one line).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from ..model.verify import verify_run
+    from .verify_run import verify_run
 
     report = verify_run(ns.run_dir, ns.model, tolerance=ns.tolerance, temperature=ns.temperature)
     for warning in report.skipped:
@@ -65,6 +66,9 @@ def run(ns: argparse.Namespace) -> int:
     )
     for s in report.samples:
         verdict = "ok" if s.is_ok() else "; ".join(_problems(s, ns.tolerance))
+        if s.text_drift is not None:
+            where = "the prompt" if s.text_drift < 0 else f"response position {s.text_drift}"
+            verdict += f" (text departs from the chat template's rendering at {where})"
         first = "-" if s.first_turn_over is None else str(s.first_turn_over)
         trial = "-" if s.trial is None else str(s.trial)
         print(

@@ -1,4 +1,6 @@
-"""Teacher-force every sample of a finished run and compare with the log-probs stored at rollout time.
+"""``verify``'s driver: teacher-force every sample of a finished run and compare with the stored log-probs.
+
+The network (``model/``) never reads run files; this module reads them and hands ``model/`` token ids.
 
 Reads what ``show`` reads: a run directory (``cli/run_files.py``: ``samples.jsonl`` rows with ``tokens``,
 ``response_length``, ``loss_mask``, ``rollout_log_probs``, ``metadata``, and the sampling temperature from
@@ -9,17 +11,17 @@ warning; any other unreadable row is bad input.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cli.rollout_dump import is_dump_path, pick_dump, read_dump
-from ..cli.run_files import ShownSample, read_samples, read_summary, shown_row, shown_sample, task_key
 from ..errors import ConfigError
+from ..model.checks import SampleCheck, TemplateMarks, compare_sample, mask_errors, trainable_runs
+from ..model.drift import text_drift
+from ..model.sampling import GREEDY_EPS
 from ..templates import ChatTemplate
-from .checks import SampleCheck, TemplateMarks, compare_sample, mask_errors, trainable_runs
-from .sampling import GREEDY_EPS
+from .rollout_dump import is_dump_path, pick_dump, read_dump
+from .run_files import ShownSample, read_samples, read_summary, shown_row, shown_sample, task_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +63,8 @@ def run_temperature(run_dir: str) -> float:
     return 1.0 if temperature < GREEDY_EPS else float(temperature)
 
 
-def template_marks(tokenizer: Any) -> TemplateMarks:
-    """The end-of-turn id and the generation prompt ids of the tokenizer's chat template."""
-    template = ChatTemplate(tokenizer)
+def template_marks(template: ChatTemplate) -> TemplateMarks:
+    """The end-of-turn id and the generation prompt ids of the chat template."""
     if len(template.eot_ids) != 1:
         raise ConfigError(f"the chat template's end-of-turn {template.eot_text!r} is not a single id")
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
@@ -79,22 +80,22 @@ def verify_run(
     *,
     tolerance: float,
     temperature: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
     """Teacher-force every sample of ``run_dir`` through ``model_dir``.
 
     Raises:
         ConfigError: unreadable run directory or model, or a row that is not a sample (bad input, exit 2).
     """
+    from ..model import import_torch, load_causal_lm
+    from ..model.teacher import teacher_log_probs
     from ..templates import load_tokenizer
-    from . import import_torch, load_causal_lm
-    from .teacher import teacher_log_probs
 
     import_torch()  # fail on a missing torch before reading anything
     samples, where, temperature, skipped = _read(run_dir, temperature)
     model, device = load_causal_lm(model_dir)  # float32; CUDA when torch sees one (real weights on a GPU node)
     vocab = int(model.get_output_embeddings().weight.shape[0])
-    marks = template_marks(load_tokenizer(model_dir))
+    template = ChatTemplate(load_tokenizer(model_dir))
+    marks = template_marks(template)
     checks: list[SampleCheck] = []
     for i, sample in enumerate(samples):
         if sample.tokens and not 0 <= min(sample.tokens) <= max(sample.tokens) < vocab:
@@ -106,7 +107,9 @@ def verify_run(
         teacher = teacher_log_probs(model, device, sample.tokens, positions, temperature)
         termination = str(sample.metadata.get("termination_reason", ""))
         errors = mask_errors(sample.response_ids, sample.prompt_ids, sample.loss_mask, marks, termination)
-        trial = sample.metadata.get("trial")
+        meta = sample.metadata
+        drift = text_drift(template, sample.tokens, meta.get("messages"), meta.get("tools"), prompt_len)
+        trial = meta.get("trial")
         checks.append(
             compare_sample(
                 index=i,
@@ -117,10 +120,9 @@ def verify_run(
                 teacher=teacher,
                 tolerance=tolerance,
                 errors=errors,
+                text_drift=drift,
             )
         )
-        if progress is not None:
-            progress(i + 1, len(samples))
     return VerifyReport(str(run_dir), model_dir, temperature, tolerance, tuple(checks), tuple(skipped))
 
 

@@ -5,7 +5,9 @@ Nothing here is imported by the package or the CLI unless a model command runs (
 functions through :func:`import_torch`, so a missing torch is one line naming the CPU wheel.
 
 Modules: ``tiny`` builds the random model, ``sampling`` is SGLang's sampler, ``decoder`` generates one
-request, ``server`` serves it over HTTP, ``teacher`` teacher-forces a sample, ``checks`` compares.
+request, ``server`` serves it over HTTP, ``teacher`` teacher-forces a sample, ``checks`` compares, ``drift``
+compares the stored text with the template's rendering; ``cli/verify_run.py`` drives them over a run
+(reading run files is the CLI's job: nothing here imports ``cli/``).
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class SampleCheck:
     first_turn_over: int | None  # 1-based turn of the first token over the tolerance
     missing_log_probs: int  # trainable tokens without a finite stored log-prob
     mask_errors: tuple[str, ...]
+    text_drift: int | None = None  # response position where the decoded ids depart from the template (-1: prompt)
 
     def is_ok(self) -> bool:
         return self.first_turn_over is None and not self.missing_log_probs and not self.mask_errors
@@ -109,6 +110,7 @@ def compare_sample(
     teacher: Sequence[float],
     tolerance: float,
     errors: Sequence[str],
+    text_drift: int | None = None,
 ) -> SampleCheck:
     """Compare stored and teacher-forced log-probs (``teacher`` holds one per trainable position, in order)."""
     runs = trainable_runs(mask)
@@ -139,4 +141,5 @@ def compare_sample(
         first_turn_over=first_over,
         missing_log_probs=missing,
         mask_errors=tuple(errors),
+        text_drift=text_drift,
     )
