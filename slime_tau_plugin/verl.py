@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header")
 """TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids)."""
+SLIME_ONLY = ("reward_shaping", "max_failed_share", "failure_window_groups")
+"""TauConfig fields read by slime's hooks (training-reward shaping, the failure guard of ``group_filter``): verl's
+agent loop cannot tell training from validation rows nor stop a run, so under verl they would do nothing."""
 EXTRA_FIELD_KEYS = (
     "tau_task", "status", "termination_reason", "model_turns", "tool_calls", "tool_errors", "parse_errors",
     "template_fallbacks", "reward_info", "error", "tau_package", "tau_version", "episode_wall_s", "time_policy_s",
@@ -79,6 +82,11 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
     for name in NOT_FOR_VERL:
         if values.get(name):
             raise ConfigError(f"tau_{name}={values[name]!r} does not apply under verl (verl provides it); remove it")
+    for name in SLIME_ONLY:
+        if name in values:
+            raise ConfigError(
+                f"tau_{name}={values[name]!r} is read by slime's hooks only and does nothing under verl; remove it"
+            )
     rollout = trainer_config.actor_rollout_ref.rollout
     response_len = int(rollout.response_length)
     context_len = int(rollout.prompt_length) + response_len
