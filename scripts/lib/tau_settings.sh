@@ -103,6 +103,9 @@ tau_checks() {
     local problems line
     problems=$(tau_py "$TAU_LIB_DIR/tau_config.py" functions "${TAU_FUNCTIONS[@]}") ||
         while IFS= read -r line; do TAU_MISSING+=("function $line"); done <<<"$problems"
+    # listed with the rest, so a real run stops before it writes data/ or the run's config copy
+    command -v ray >/dev/null 2>&1 ||
+        TAU_MISSING+=("ray (not on PATH; run inside slime's image slimerl/slime or install slime's requirements)")
     tau_check_layout
 }
 

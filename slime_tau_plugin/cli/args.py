@@ -61,6 +61,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """argparse ``type=``: a share of samples, 0 to 1."""
+    value = _number(float, text, "a number")
+    if not 0 <= value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is invalid; expected a share from 0 to 1, e.g. 0.1")
+    return value
+
+
 def positive_float(text: str) -> float:
     """argparse ``type=``: a number > 0 (a timeout in seconds)."""
     value = _number(float, text, "a number")

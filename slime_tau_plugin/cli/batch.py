@@ -1,9 +1,11 @@
 """Play a rollout's episodes into its run folder, then report: table or JSON, and the exit code.
 
 ``samples.jsonl`` gets each sample as it finishes; ``summary.json`` is written when the batch starts
-(``state: running``, with the run record) and again at the end (``finished`` or ``interrupted``) over
-every sample in the folder (a resumed run's earlier ones included). Exit codes: 0; 1 when every sample
-FAILED (the most common error is printed); 130 after Ctrl-C.
+(``state: running``, with the run record), at most once a second while samples finish (so a run killed
+with SIGKILL still says what it holds), and at the end over every sample in the folder (a resumed run's
+earlier ones included): ``finished``, ``interrupted`` (Ctrl-C or SIGTERM: running episodes cancelled) or
+``killed`` (a second Ctrl-C/SIGTERM: stopped at once). Exit codes: 0; 1 when more than
+``--max-failed-share`` of the samples FAILED (the most common error is printed); 130 after Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config import TauConfig
+from .flag_names import in_cli_terms
 from .progress import Progress
 from .run_output import RunDir, SampleWriter, write_summary
-from .runner import Episode, RolloutSample, format_summary, play, summarize
+from .runner import BatchResult, Episode, RolloutSample, format_summary, play, summarize
+from .stop_signals import signals_held
 
 EXIT_ALL_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -41,12 +45,21 @@ def play_and_report(
         print(f"--resume: {len(run_dir.previous)} samples kept, {len(episodes)} to play", file=sys.stderr)
     writer = SampleWriter(run_dir.samples_path)
     progress = Progress(len(episodes), done_before=len(run_dir.previous))
+    earlier = [RolloutSample.from_row(row) for row in run_dir.previous]
+    played: list[RolloutSample] = []
+    t0 = last_write = time.perf_counter()
 
     def on_done(sample: RolloutSample) -> None:
+        nonlocal last_write
         writer.write(sample.to_row())
         progress.update(sample)
+        played.append(sample)
+        if time.perf_counter() - last_write >= 1.0:
+            last_write = time.perf_counter()
+            held = summarize(earlier + played, ns.samples_per_task, last_write - t0)
+            write_summary(run_dir, {"state": "running", "interrupted": False, **held, **base})
 
-    t0 = time.perf_counter()
+    killed = False
     try:
         batch = asyncio.run(
             play(
@@ -59,28 +72,33 @@ def play_and_report(
                 stop_on_sigint=True,
             )
         )
+    except KeyboardInterrupt:  # a second Ctrl-C/SIGTERM: keep what finished, say so
+        killed = True
+        batch = BatchResult(played, interrupted=True)
     finally:
         writer.close()
         progress.close()
-    samples = [RolloutSample.from_row(row) for row in run_dir.previous] + batch.samples
-    summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
-    state = "interrupted" if batch.interrupted else "finished"
-    summary = {"state": state, "interrupted": batch.interrupted, **summary, **base}
-    write_summary(run_dir, summary)
-    report = sys.stderr if ns.json else sys.stdout
-    print(json.dumps(summary, indent=2, ensure_ascii=False) if ns.json else _table(summary))
-    shown = run_dir.shown
-    print(f"trajectories: {shown / 'samples.jsonl'}  summary: {shown / 'summary.json'}", file=report)
-    return _exit_code(summary, run_dir, len(batch.samples), len(episodes))
+    with signals_held(then_exit_at_once=batch.interrupted):
+        samples = earlier + batch.samples
+        summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
+        state = "killed" if killed else "interrupted" if batch.interrupted else "finished"
+        summary = {"state": state, "interrupted": batch.interrupted, **summary, **base}
+        write_summary(run_dir, summary)
+        report = sys.stderr if ns.json else sys.stdout
+        print(json.dumps(summary, indent=2, ensure_ascii=False) if ns.json else _table(summary))
+        shown = run_dir.shown
+        print(f"trajectories: {shown / 'samples.jsonl'}  summary: {shown / 'summary.json'}", file=report)
+        return _exit_code(summary, run_dir, len(batch.samples), len(episodes), ns.max_failed_share)
 
 
 def _table(summary: dict[str, Any]) -> str:
     return format_summary(summary) if summary["domains"] else "no episode finished"
 
 
-def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned: int) -> int:
+def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned: int, max_failed: float) -> int:
     errors = summary["errors"]
-    cause = f"; most common error ({errors[0]['samples']} samples): {errors[0]['error']}" if errors else ""
+    top = errors[0] if errors else None
+    cause = f"; most common error ({top['samples']} samples): {in_cli_terms(top['error'])}" if top else ""
     if summary["interrupted"]:
         print(
             f"interrupted: {finished} of {planned} episodes finished; to continue, run the same command with "
@@ -90,6 +108,13 @@ def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned:
         return EXIT_INTERRUPTED
     if summary["samples"] and summary["failed"] == summary["samples"]:
         print(f"error: all {summary['samples']} samples FAILED{cause}", file=sys.stderr)
+        return EXIT_ALL_FAILED
+    if summary["samples"] and summary["failed"] / summary["samples"] > max_failed:
+        print(
+            f"error: {summary['failed']} of {summary['samples']} samples FAILED, above --max-failed-share "
+            f"{max_failed:g}; pass^k counts only the {summary['samples'] - summary['failed']} that completed{cause}",
+            file=sys.stderr,
+        )
         return EXIT_ALL_FAILED
     if summary["failed"]:
         print(f"warning: {summary['failed']} of {summary['samples']} samples FAILED{cause}", file=sys.stderr)

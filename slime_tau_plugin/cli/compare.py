@@ -1,7 +1,11 @@
-"""``show DIR --compare DIR2``: two runs' pass^k per domain side by side, with the change.
+"""``show DIR --compare DIR2``: two runs' pass^k per domain side by side, with the change and whether it
+is larger than the noise.
 
-Reads only each run's ``summary.json`` (``domains`` → ``{"pass^1": …, "reward_mean": …, "tasks": …}``), so
-it works on runs of any size and needs no tokenizer. A missing or damaged summary is a one-line error.
+Reads only each run's ``summary.json`` (``domains`` → ``{"pass^1": …, "reward_mean": …, "tasks": …,
+"per_task": {task: [successes, trials]}}``), so it works on runs of any size and needs no tokenizer. The
+paired test (``noise.paired_test``: sign flips over the tasks both runs scored, with a bootstrap interval)
+needs ``per_task``; a summary written before it had one is compared without it. A missing or damaged
+summary is a one-line error.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..noise import FLIPS, paired_test, per_task_pass_k
 from .run_files import read_summary
+from .run_state import state_notes
 
 PASS_KEY = re.compile(r"^pass\^(\d+)$")
 
@@ -79,4 +85,31 @@ def compare_runs(dir_a: str | Path, dir_b: str | Path) -> str:
 
     table = [f"A: {dir_a}", f"B: {dir_b}", line(header), line(tuple("-" * w for w in widths))]
     table += [line(r) for r in rows]
-    return "\n".join(table + notes)
+    return "\n".join(table + notes + state_notes(dir_a, dir_b) + paired_lines(*runs))
+
+
+def paired_lines(runs_a: dict[str, dict[str, Any]], runs_b: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per domain and k: B − A over the shared tasks, its 95% interval, p, and the verdict."""
+    lines: list[str] = []
+    for name in sorted(set(runs_a) & set(runs_b)):
+        a, b = runs_a[name].get("per_task"), runs_b[name].get("per_task")
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            lines.append(f"note: {name}: no per-task results in a summary (written before 2026-11-24): no paired test")
+            continue
+        shared = sorted(set(a) & set(b))
+        if not shared:
+            lines.append(f"note: {name}: the runs share no task: no paired test")
+            continue
+        trials = min(min(a[t][1], b[t][1]) for t in shared)
+        for k in range(1, trials + 1):
+            va = per_task_pass_k([a[t][0] for t in shared], [a[t][1] for t in shared], k)
+            vb = per_task_pass_k([b[t][0] for t in shared], [b[t][1] for t in shared], k)
+            test = paired_test(va, vb)
+            verdict = "LARGER than the noise" if test.exceeds_noise else "within the noise"
+            lines.append(
+                f"paired {name} pass^{k}: B − A = {test.difference:+.3f} [{test.interval.low:+.3f}, "
+                f"{test.interval.high:+.3f}] over {test.tasks} shared tasks, p = {test.p_value:.3f}: {verdict}"
+            )
+    if lines:
+        lines.append(f"(paired: sign-flip permutation test, {FLIPS} flips; 95% bootstrap interval over tasks)")
+    return lines

@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 
 from .. import __version__
 from ..errors import ConfigError
 from . import make_tiny_model, prepare, rollout, serve, show, verify
 from .args import HelpFormatter, Parser
+from .flag_names import in_cli_terms
 
 logger = logging.getLogger("slime_tau_plugin")
 
@@ -47,6 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():
         module.add_parser(sub)
+    for command in sub.choices.values():  # `slime-tau rollout -v` works as well as `slime-tau -v rollout`
+        command.add_argument(
+            "-v",
+            "--verbose",
+            dest="verbose_after",
+            action="count",
+            default=0,
+            help="same as slime-tau -v (default: warnings only)",
+        )
     return parser
 
 
@@ -61,6 +72,29 @@ class SampleTracebackFilter(logging.Filter):
         return self.verbosity > 0 or not (record.exc_info and record.name == FAILURE_BOUNDARY_LOGGER)
 
 
+class RepeatFilter(logging.Filter):
+    """Below ``-v``, a warning that differs from an earlier one only in its ids (task, trial, rid) is dropped.
+
+    A dead endpoint fails every running episode with the same cause; one line says so, the summary counts
+    them, and ``-v`` shows each.
+    """
+
+    _IDS = re.compile(r" ?\((?:rid|request_id)=[^)]*\)|\b(?:task|trial|rid|request_id|session_id)=\S+ ?")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        key = (record.name, self._IDS.sub("", record.getMessage()))
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
 def configure_logging(verbosity: int) -> None:
     """One stderr handler on the root logger (unless the host already configured one).
 
@@ -72,6 +106,8 @@ def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SampleTracebackFilter(verbosity))
+    if verbosity == 0:
+        handler.addFilter(RepeatFilter())
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
 
 
@@ -79,11 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ns = build_parser().parse_args(argv)
     ns.argv = ["slime-tau", *argv]
+    ns.verbose += ns.verbose_after
     configure_logging(ns.verbose)
     try:
         return COMMANDS[ns.command].run(ns)
     except ConfigError as exc:  # one line, even where it quotes a multi-line message from a library
-        print(f"slime-tau {ns.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        message = " ".join(str(exc).split())
+        message = in_cli_terms(message) if ns.command == "rollout" else message
+        print(f"slime-tau {ns.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"slime-tau {ns.command}: interrupted", file=sys.stderr)

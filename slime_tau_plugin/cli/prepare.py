@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..task_files import RowFormat
+from .args import positive_int
 
 DESCRIPTION = """\
 Write τ tasks as JSONL rows for slime: one training file (one task set, or several mixed into one file)
@@ -71,8 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--eval-samples",
-        type=int,
-        default=1,
+        type=positive_int,
+        default=None,
         metavar="K",
         help="episodes per eval task (slime's n_samples_per_eval_prompt; pass^k needs K >= k); default 1",
     )
@@ -101,6 +102,8 @@ def run(ns: argparse.Namespace) -> int:
     if ns.train and any(v is not None for v in shorthand.values()):
         given = ", ".join(f"--{k} {v}" for k, v in shorthand.items() if v is not None)
         raise ConfigError(f"{given} cannot be combined with --train; name every training set with --train {SET}")
+    if ns.eval_samples is not None and not ns.eval:
+        raise ConfigError("--eval-samples sets the episodes per eval task; add --eval SET or drop it")
     values = {name: value or SHORTHAND_DEFAULTS[name] for name, value in shorthand.items()}
     train_specs = ns.train or [f"{values['benchmark']}/{values['domain']}/{values['split']}"]
     if ns.out.endswith(("/", "\\")):
@@ -109,7 +112,7 @@ def run(ns: argparse.Namespace) -> int:
         train=tuple(s for spec in train_specs for s in parse_task_sets(spec)),
         evals=tuple(s for spec in ns.eval for s in parse_task_sets(spec)),
         out=Path(ns.out),
-        eval_samples=ns.eval_samples,
+        eval_samples=1 if ns.eval_samples is None else ns.eval_samples,
         allow_leakage=ns.allow_leakage,
         force=ns.force,
         format=RowFormat(ns.format),

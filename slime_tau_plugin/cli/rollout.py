@@ -3,8 +3,8 @@
 Everything that can be checked is checked before the first episode: values and flag combinations
 (one-line errors), the output folder (``run_output``), every endpoint (``preflight``) and the task list
 (``task_select``). Then episodes run in a batch (``runner.play``); each finished sample is appended to
-``samples.jsonl`` at once, Ctrl-C ends the run with the summary of what finished (exit 130), and a run
-whose samples all FAILED exits 1 with the most common error.
+``samples.jsonl`` at once, Ctrl-C or SIGTERM ends the run with the summary of what finished (exit 130), and
+a run where more than ``--max-failed-share`` of the samples FAILED exits 1 with the most common error.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,9 @@ from ..choices import NLAssertionMode, PolicyApi, RewardMode, UserKind
 from ..config import TauConfig
 from ..errors import ConfigError
 from ..servers import FAKE_MODELS
-from .args import HelpFormatter, add_task_args, non_negative_float, positive_float, positive_int
+from .args import HelpFormatter, add_task_args, non_negative_float, positive_float, positive_int, share
 from .batch import play_and_report
+from .context_check import check_prompt_fits
 from .preflight import check_chat_endpoint, check_policy, check_url
 from .task_select import parse_task_ids, parse_task_range, positions_of_ids
 
@@ -52,6 +54,8 @@ SEED_HELP = (
     "per-sample SGLang sampling_seed derived from S, the task and the trial, recorded in each sample "
     "(SGLang honours it with --enable-deterministic-inference) (default: none sent)"
 )
+MAX_FAILED_SHARE = 0.1
+"""Above this share of FAILED samples pass^k describes too few episodes to report with exit 0."""
 OUT_HELP = (
     "folder for samples.jsonl and summary.json; an existing non-empty one needs --resume or --overwrite "
     "(default: a new runs/YYYYmmdd-HHMMSS, with runs/latest pointing at it)"
@@ -137,6 +141,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     again.add_argument("--overwrite", action="store_true", help="replace the run in --out")
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout instead of the table")
+    out.add_argument(
+        "--max-failed-share",
+        type=share,
+        default=MAX_FAILED_SHARE,
+        metavar="F",
+        help="exit 1 when more than this share of the samples FAILED (endpoint errors, not wrong answers; "
+        "pass^k counts only the samples that completed)",
+    )
 
 
 def check_flags(ns: argparse.Namespace) -> None:
@@ -144,13 +156,19 @@ def check_flags(ns: argparse.Namespace) -> None:
 
     Raises:
         ConfigError: LLM-user flags without ``--user llm``; ``--policy``/``--script`` with ``--sglang-url``;
-            ``--script`` without ``--policy scripted`` or the reverse; a URL without ``http(s)://``; a task
+            ``--script`` without ``--policy scripted`` or the reverse; ``--policy-model`` without the
+            openai-completions API; a URL without ``http(s)://``; a task
             listed twice in ``--tasks``/``--task-ids``.
     """
     if ns.user != UserKind.LLM:
         for flag in ("user_base_url", "user_model", "user_api_key_env"):
             if getattr(ns, flag) is not None:
                 raise ConfigError(f"--{flag.replace('_', '-')} is for the LLM user; add --user llm or drop it")
+    if ns.policy_model is not None and ns.policy_api != PolicyApi.OPENAI_COMPLETIONS:
+        raise ConfigError(
+            "--policy-model names the model for --policy-api openai-completions; SGLang's native /generate "
+            "serves one model and takes no name: add --policy-api openai-completions or drop --policy-model"
+        )
     if ns.sglang_url is not None:
         for flag in ("policy", "script"):
             if getattr(ns, flag) is not None:
@@ -206,6 +224,7 @@ def run(ns: argparse.Namespace) -> int:
     from .runner import Episode, episode_key
 
     check_flags(ns)
+    signal.signal(signal.SIGTERM, _as_interrupt)  # schedulers stop jobs with SIGTERM: treat it as Ctrl-C
     run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite)
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
     tokenizer_dir = str(Path(tokenizer_dir).resolve()) if Path(tokenizer_dir).exists() else tokenizer_dir
@@ -230,6 +249,8 @@ def run(ns: argparse.Namespace) -> int:
             positions = positions_of_ids(ns.task_ids, all_refs)
         else:
             positions = parse_task_range(ns.tasks, len(all_refs))
+        if positions:
+            check_prompt_fits(config, tokenizer, backend, all_refs[positions[0]])
         sampling = {
             "temperature": ns.temperature,
             "top_p": 1.0,
@@ -266,6 +287,10 @@ def run(ns: argparse.Namespace) -> int:
             print(f"started the built-in {policy} policy server at {url}", file=sys.stderr)
         open_run_dir(run_dir)
         return play_and_report(ns, config, run_dir, record, episodes, sampling)
+
+
+def _as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -114,16 +114,29 @@ def read_samples(run_dir: str | Path) -> SamplesFile:
     )
 
 
+def broken_samples(samples: SamplesFile) -> list[int]:
+    """Indices of the lines that are not one complete JSON object (a cut-off write, a hand edit)."""
+    return [i for i in range(len(samples)) if samples.row(i) is None]
+
+
 def cut_off_warning(samples: SamplesFile) -> str | None:
-    """A one-line warning when the last line is cut off (a killed run), else None."""
-    last = len(samples) - 1
-    if samples.row(last) is not None:
+    """A one-line warning naming every broken line (a killed run cuts off the last), else None."""
+    broken = broken_samples(samples)
+    if not broken:
         return None
+    last = len(samples) - 1
+    if broken == [last]:
+        return (
+            f"warning: {samples.where(last)} is cut off (the run was interrupted while writing it); "
+            f"showing the {last} complete samples (0-{last - 1})"
+            if last
+            else f"warning: {samples.where(last)} is cut off (the run was interrupted while writing it)"
+        )
+    lines = ", ".join(str(samples.line_numbers[i]) for i in broken)
+    good = len(samples) - len(broken)
     return (
-        f"warning: {samples.where(last)} is cut off (the run was interrupted while writing it); "
-        f"showing the {last} complete samples (0-{last - 1})"
-        if last
-        else f"warning: {samples.where(last)} is cut off (the run was interrupted while writing it)"
+        f"warning: {samples.path} line(s) {lines} are not complete JSON rows (samples {_ranges(broken)}); "
+        f"showing the {good} complete samples ({_ranges(_good(samples, broken)) or 'none'})"
     )
 
 
@@ -132,7 +145,8 @@ def shown_sample(samples: SamplesFile, index: int) -> ShownSample:
     row = samples.row(index)
     where = samples.where(index)
     if row is None:
-        complete = f"pick another --sample (0-{index - 1})" if index else "re-run 'slime-tau rollout'"
+        good = _ranges(_good(samples, broken_samples(samples)))
+        complete = f"pick another --sample ({good})" if good else "re-run 'slime-tau rollout'"
         raise ConfigError(
             f"sample {index} ({where}) is not a complete JSON row (cut off by an interrupted run?); {complete}"
         )
@@ -244,3 +258,19 @@ def resolve_tokenizer(run_dir: str | Path, explicit: str | None) -> str:
         f"the tokenizer {recorded!r} recorded in {run_dir / 'summary.json'} does not exist here (tried it as is and "
         f"relative to {run_dir}); pass --tokenizer DIR"
     )
+
+
+def _good(samples: SamplesFile, broken: list[int]) -> list[int]:
+    skip = set(broken)
+    return [i for i in range(len(samples)) if i not in skip]
+
+
+def _ranges(indices: list[int]) -> str:
+    """``[0, 1, 3, 4, 5]`` → ``0-1, 3-5``."""
+    parts: list[str] = []
+    for i in indices:
+        if parts and int(parts[-1].split("-")[-1]) == i - 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{i}"
+        else:
+            parts.append(str(i))
+    return ", ".join(parts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,7 @@ def choose_run_dir(out: str | None, *, resume: bool, overwrite: bool) -> RunDir:
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--out {out} is a file; pass a folder (it will hold {SAMPLES} and {SUMMARY})")
+    check_creatable(path, "--out")
     has_content = path.is_dir() and any(path.iterdir())
     if resume:
         return _resumed(path, path) if has_content else RunDir(path, path)
@@ -85,8 +87,41 @@ def choose_run_dir(out: str | None, *, resume: bool, overwrite: bool) -> RunDir:
     return RunDir(path, path, overwrite=has_content)
 
 
+def check_creatable(path: Path, flag: str) -> None:
+    """Refuse a folder that cannot be created or written, before any server starts.
+
+    The nearest existing ancestor must be a folder we can write in; a throw-away folder is made and
+    removed there, because permission bits lie for root and for pseudo file systems (``/sys``, ``/proc``).
+
+    Raises:
+        ConfigError: naming ``flag``, the path and why it cannot be used.
+    """
+    base = path.absolute()
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise ConfigError(f"{flag} {path}: {base} is a file, not a folder; pass a folder path")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".slime-tau-probe-", dir=base))
+    except OSError as exc:
+        raise ConfigError(
+            f"{flag} {path}: cannot create a folder under {base} ({exc.strerror or exc}); pass a writable folder"
+        ) from exc
+
+
 def open_run_dir(run: RunDir) -> None:
-    """Create the folder, apply ``--overwrite``/``--resume`` and point ``runs/latest`` at it."""
+    """Create the folder, apply ``--overwrite``/``--resume`` and point ``runs/latest`` at it.
+
+    Raises:
+        ConfigError: the folder cannot be created or written after all (it changed since the check).
+    """
+    try:
+        _open(run)
+    except OSError as exc:
+        raise ConfigError(f"--out {run.shown}: {exc.strerror or exc}; pass a writable folder") from exc
+
+
+def _open(run: RunDir) -> None:
     run.path.mkdir(parents=True, exist_ok=True)
     if run.overwrite:
         for name in (SAMPLES, SUMMARY):

@@ -20,7 +20,9 @@ from ..choices import UserKind
 from ..envs import TaskRef
 from ..errors import ConfigError
 
-RESULT_SETTINGS = ("tokenizer", "policy.server", "sampling", "budgets", "user", "reward", "seed")
+TASK_SET_SETTINGS = ("benchmark", "domain", "split", "tasks", "samples_per_task")
+"""What defines the (task, trial) pairs a run holds: a resume with another value would mix task sets."""
+RESULT_SETTINGS = (*TASK_SET_SETTINGS, "tokenizer", "policy.server", "sampling", "budgets", "user", "reward", "seed")
 """Settings a resumed run must share with the run it continues (dotted paths into the record)."""
 
 

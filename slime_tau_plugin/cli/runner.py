@@ -25,7 +25,7 @@ from ..envs import TaskRef
 from ..episode import SampleStatus
 from ..generate import play_sample
 from ..loop_http import aclose_all
-from ..metrics import domain_summary, pass_hat_ks, per_task_outcomes
+from ..metrics import domain_summary, pass_hat_ks, pass_k_bounds, per_task_outcomes, per_task_table
 from ..task_ref import task_id_of
 
 
@@ -146,17 +146,22 @@ async def play(
 
     def interrupt() -> None:
         nonlocal interrupted
+        if interrupted:  # a second Ctrl-C/SIGTERM stops at once; the CLI records the run as killed
+            raise KeyboardInterrupt
         interrupted = True
         _cancel(jobs)
-        loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C raises KeyboardInterrupt at once
 
     jobs.extend(asyncio.create_task(one(ep)) for ep in episodes)
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     watching = stop_on_sigint and _watch_sigint(loop, interrupt)
     try:
         results = await asyncio.gather(*jobs, return_exceptions=True)
     finally:
         if watching:
-            loop.remove_signal_handler(signal.SIGINT)
+            for sig in STOP_SIGNALS:
+                loop.remove_signal_handler(sig)
+                if before[sig] is not None:  # asyncio would leave SIGTERM at its default (die silently)
+                    signal.signal(sig, before[sig])
         await aclose_all()  # this loop ends with the CLI command
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
@@ -188,13 +193,21 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = N
 
 
 def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
-    """``metrics.domain_summary`` (slime's metric names) plus what a person reads after a run."""
-    wins, counts = per_task_outcomes(group)
+    """``metrics.domain_summary`` (slime's metric names) plus what a person reads after a run.
+
+    pass^k counts only the samples that completed: a FAILED sample (policy server gone, endpoint error) is
+    no evidence about the model, so it is counted in ``failed`` next to pass^k instead of as a wrong answer.
+    """
+    completed = [s for s in group if s.status is not RolloutSample.Status.FAILED]
+    wins, counts = per_task_outcomes(completed)
     return {
         **domain_summary(group),
-        **pass_hat_ks(wins, counts),
+        **(pass_hat_ks(wins, counts) if counts else {}),
+        **(pass_k_bounds(wins, counts) if counts else {}),
         "tasks": len(counts),
-        "trials_per_task": [min(counts), max(counts)],
+        "failed": len(group) - len(completed),
+        "per_task": per_task_table(completed),
+        "trials_per_task": [min(counts), max(counts)] if counts else [0, 0],
         "terminations": dict(Counter(s.metadata.get("termination_reason", "?") for s in group)),
         "statuses": dict(Counter(s.status.value for s in group)),
         "errors": dict(error_counts(group).most_common(3)),
@@ -208,11 +221,12 @@ def format_summary(summary: dict[str, Any]) -> str:
     """The results table the CLI prints."""
     lines = []
     for name, d in summary["domains"].items():
-        passes = "  ".join(f"{k}={v:.3f}" for k, v in d.items() if k.startswith("pass^"))
+        passes = "  ".join(_with_interval(d, k) for k in d if k.startswith("pass^") and "/" not in k)
         low, high = d.get("trials_per_task") or [d["samples"] // max(d["tasks"], 1)] * 2
+        failed = f" ({d['failed']} more FAILED, not counted in pass^k)" if d.get("failed") else ""
         lines += [
-            f"{name}: {d['tasks']} tasks x {low if low == high else f'{low}-{high}'} samples",
-            f"  {passes}",
+            f"{name}: {d['tasks']} tasks x {low if low == high else f'{low}-{high}'} samples{failed}",
+            f"  {passes or 'pass^k: no sample completed'}",
             f"  mean reward {d['reward_mean']:.3f} | mean turns {d['turns_mean']:.1f} | tool calls/episode "
             f"{d['tool_calls_per_episode']:.1f} (errors {d['tool_errors_per_episode']:.1f}) | parse errors/episode "
             f"{d['parse_errors_per_episode']:.1f}",
@@ -231,6 +245,12 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _with_interval(d: dict[str, Any], key: str) -> str:
+    """``pass^1=0.620 [0.540, 0.700]``: the value and its 95% interval over tasks, when the summary has one."""
+    low, high = d.get(f"{key}/ci95_low"), d.get(f"{key}/ci95_high")
+    return f"{key}={d[key]:.3f}" + ("" if low is None or high is None else f" [{low:.3f}, {high:.3f}]")
+
+
 def error_counts(samples: Sequence[RolloutSample]) -> Counter[str]:
     """``metadata["error"]`` per sample, with request ids (``rid=…``) removed so equal causes count together."""
     return Counter(_RID.sub("", str(s.metadata["error"])) for s in samples if s.metadata.get("error"))
@@ -246,10 +266,15 @@ def _cancel(jobs: list[asyncio.Task[None]]) -> None:
             job.cancel()
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Ctrl-C and what schedulers send (SIGTERM) stop a batch the same way."""
+
+
 def _watch_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
-    """Route Ctrl-C to ``handler``; False where the loop cannot (not the main thread, Windows)."""
+    """Route Ctrl-C and SIGTERM to ``handler``; False where the loop cannot (not the main thread, Windows)."""
     try:
-        loop.add_signal_handler(signal.SIGINT, handler)
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, handler)
     except (NotImplementedError, RuntimeError, ValueError):
         return False
     return True

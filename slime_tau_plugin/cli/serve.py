@@ -13,6 +13,7 @@ import threading
 import time
 
 from ..envs import BENCHMARKS
+from ..errors import ConfigError
 from ..servers import FAKE_MODELS
 from .args import non_negative_float, port_number, positive_int
 
@@ -45,6 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
+    if ns.script is not None and ns.policy != "scripted":
+        raise ConfigError("--script holds the scripted policy's replies; add --policy scripted or drop --script")
     if ns.model:  # a real model: torch is imported only on this path
         from . import serve_model
 

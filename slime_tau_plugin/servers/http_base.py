@@ -2,13 +2,16 @@
 
 The SGLang-protocol policy server (``server.py``) and the OpenAI-compatible user-simulator server
 (``user_server.py``) share it: real HTTP on 127.0.0.1, one thread per connection, so concurrent
-episodes really wait concurrently. A handler bug answers 500 instead of dropping the socket.
+episodes really wait concurrently. A handler bug answers 500 instead of dropping the socket; a client
+that goes away mid-request (Ctrl-C of a rollout, a cancelled episode) is logged at DEBUG, not printed
+as a traceback: it is the client's choice, not our fault.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +30,14 @@ class _ThreadingServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
     """The stdlib default (5) resets connections when many episodes connect at once."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that disconnected is normal (cancelled episodes); anything else keeps the stdlib report."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            logger.debug("client %s went away: %s", client_address, exc)
+            return
+        super().handle_error(request, client_address)
 
 
 class JSONServer:

@@ -233,9 +233,11 @@ def test_an_existing_out_is_refused_unless_resume_or_overwrite(serve, qwen25, qw
     assert main([*argv, "--overwrite"]) == 0
     assert len(rows_of(out)) == 2, "--overwrite replaces the samples, it does not append"
     wider = [*argv[:-4], "--tasks", "0-3", "--out", str(out), "--resume"]
-    assert main(wider) == 0
-    assert sorted(pairs_of(rows_of(out))) == [(str(i), 0) for i in range(4)]
-    assert main([*wider, "--temperature", "0.5"]) == 2
+    assert main(wider) == 2, "the task list defines the run: another one is a new run"
+    assert "tasks=" in capsys.readouterr().err
+    assert main([*argv, "--resume"]) == 0
+    assert sorted(pairs_of(rows_of(out))) == [(str(i), 0) for i in range(2)]
+    assert main([*argv, "--resume", "--temperature", "0.5"]) == 2
     assert "--resume" in capsys.readouterr().err
 
 
@@ -336,3 +338,18 @@ def test_openai_completions_api_gives_the_same_samples_as_generate(tmp_path):
         for field in ("tokens", "loss_mask", "rollout_log_probs", "reward", "status"):
             assert native[field] == completions[field], field
     assert all(r["reward"] == 1.0 for r in runs["openai-completions"])
+
+
+def test_a_domain_only_taus_registry_lists_plays_and_a_typo_is_one_line(tmp_path):
+    pytest.importorskip("tau2")
+    out = tmp_path / "mock"
+    proc = slime_tau(["rollout", "--domain", "mock", "--split", "base", "--tasks", "0-2", "--out", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    mock = summary["domains"]["tau2/mock"]
+    assert mock["tasks"] == 3 and len(mock["per_task"]) == 3
+    assert all(trials == 1 and wins in (0, 1) for wins, trials in mock["per_task"].values())
+    assert mock["pass^1/ci95_low"] <= mock["pass^1"] <= mock["pass^1/ci95_high"]
+    assert "pass^1=" in proc.stdout and "[" in proc.stdout.split("pass^1=")[1].splitlines()[0]
+    typo = slime_tau(["rollout", "--domain", "mok", "--out", str(tmp_path / "x")])
+    assert_one_line_error(typo, "'mok' is unknown; expected one of airline, retail, telecom, mock")

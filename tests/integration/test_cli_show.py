@@ -253,6 +253,22 @@ def test_compare_puts_two_runs_side_by_side(run_dir, copy):
     assert "drop --sample" in one_error_line(cli("show", str(run_dir), "--compare", str(run_dir), "--sample", "0"))
 
 
+def test_compare_runs_a_paired_test_over_the_shared_tasks(run_dir, copy):
+    same = cli("show", str(run_dir), "--compare", str(run_dir))
+    assert same.returncode == 0, same.stderr
+    assert "paired tau2/retail pass^1: B − A = +0.000" in same.stdout and "within the noise" in same.stdout
+    assert "over 3 shared tasks" in same.stdout and "sign-flip permutation" in same.stdout
+    worse, better = copy("worse"), copy("better")
+    for run, wins in ((worse, 0), (better, 2)):  # 40 tasks, 2 trials each: 0/2 in A, 2/2 in B
+        summary = json.loads((run / "summary.json").read_text())
+        summary["domains"]["tau2/retail"]["per_task"] = {f"t{i}": [wins, 2] for i in range(40)}
+        (run / "summary.json").write_text(json.dumps(summary))
+    proc = cli("show", str(worse), "--compare", str(better))
+    assert proc.returncode == 0, proc.stderr
+    assert "paired tau2/retail pass^1: B − A = +1.000" in proc.stdout and "LARGER than the noise" in proc.stdout
+    assert "paired tau2/retail pass^2: B − A = +1.000" in proc.stdout
+
+
 def test_compare_reads_a_run_written_before_the_summary_keys_were_renamed(run_dir, copy):
     old = copy("old")
     summary = json.loads((old / "summary.json").read_text())
