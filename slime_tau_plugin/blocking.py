@@ -48,4 +48,7 @@ async def run_blocking(fn: Callable[..., T], *args, timeout: float, workers: int
     """
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(get_pool(workers), functools.partial(fn, *args, **kwargs))
-    return await asyncio.wait_for(future, timeout)
+    try:
+        return await asyncio.wait_for(future, timeout)
+    except asyncio.TimeoutError as exc:  # the builtin from Python 3.11 on; a class of its own on 3.10
+        raise TimeoutError(f"{getattr(fn, '__name__', fn)} timed out after {timeout}s") from exc

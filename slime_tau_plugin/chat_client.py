@@ -34,8 +34,11 @@ class ChatClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict:
-        """The first choice's ``message`` (``content`` and maybe ``tool_calls``).
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, seed: int | None = None
+    ) -> dict:
+        """The first choice's ``message`` (``content`` and maybe ``tool_calls``); ``seed`` is sent as OpenAI's
+        ``seed`` (vLLM and SGLang honour it per request), so a seeded episode's user is reproducible.
 
         Raises:
             UserSimulatorError: after the retries, or at once for a non-retryable answer.
@@ -47,6 +50,8 @@ class ChatClient:
         }
         if tools:
             payload["tools"] = tools
+        if seed is not None:
+            payload["seed"] = seed
         headers = {"Authorization": f"Bearer {self.endpoint.api_key}"} if self.endpoint.api_key else None
         url = f"{self.endpoint.base_url}/chat/completions"
 

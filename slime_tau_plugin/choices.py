@@ -16,7 +16,18 @@ from .errors import ConfigError
 E = TypeVar("E", bound=enum.Enum)
 
 
-class PolicyApi(enum.StrEnum):
+class Choice(str, enum.Enum):
+    """A config choice: a ``str`` whose ``str()`` and f-string form are its value, like Python 3.11's
+    ``StrEnum`` (which this package cannot use: it supports Python 3.10, what many verl images run)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class PolicyApi(Choice):
     """``tau_policy_api``: the policy server's wire protocol."""
 
     SGLANG = "sglang"
@@ -25,7 +36,7 @@ class PolicyApi(enum.StrEnum):
     """``/v1/completions`` with a token-id prompt and log-probs, as vLLM serves it (``policy_openai.py``)."""
 
 
-class UserKind(enum.StrEnum):
+class UserKind(Choice):
     """``tau_user``: who plays the customer."""
 
     SCRIPTED = "scripted"
@@ -34,7 +45,7 @@ class UserKind(enum.StrEnum):
     """τ's user simulator on an OpenAI-compatible endpoint (``users.LLMUser``)."""
 
 
-class RewardMode(enum.StrEnum):
+class RewardMode(Choice):
     """``tau_reward_mode``: how a finished episode is scored (both equal τ's evaluation)."""
 
     FAST = "fast"
@@ -43,7 +54,7 @@ class RewardMode(enum.StrEnum):
     """τ's own evaluation (slow: it rebuilds environments)."""
 
 
-class NLAssertionMode(enum.StrEnum):
+class NLAssertionMode(Choice):
     """``tau_nl_assertions``: what τ³ tasks with natural-language assertions do."""
 
     JUDGE = "judge"
@@ -51,7 +62,7 @@ class NLAssertionMode(enum.StrEnum):
     """Leave them out of the reward (said in ``reward_info``)."""
 
 
-class AgentErrorRule(enum.StrEnum):
+class AgentErrorRule(Choice):
     """``tau_agent_error_rule``: which agent turns end the episode ``agent_error`` (scored 0), as τ²'s orchestrator.
 
     Visible text only: reasoning a reasoning parser splits off is not text.

@@ -177,6 +177,15 @@ class TauConfig:
             raise ConfigError(f"tau_scripted_user_replies={self.scripted_user_replies!r}; expected >= 0")
         if self.reward_shaping < 0:
             raise ConfigError(f"tau_reward_shaping={self.reward_shaping!r} is invalid; expected a weight >= 0")
+        if self.max_failed_share is not None and not 0 < self.max_failed_share <= 1:
+            raise ConfigError(
+                f"tau_max_failed_share={self.max_failed_share!r} is invalid; expected a share in (0, 1] "
+                "(1 = never stop)"
+            )
+        if self.failure_window_groups is not None and self.failure_window_groups < 1:
+            raise ConfigError(
+                f"tau_failure_window_groups={self.failure_window_groups!r} is invalid; expected an integer >= 1 or null"
+            )
         for name in ("policy_timeout_s", "env_timeout_s", "user_timeout_s", "judge_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected seconds > 0")
@@ -291,6 +300,8 @@ def coerce_field(name: str, value: Any) -> Any:
     choice = _enum_of(kind)
     if choice is not None and value is not None:
         return parse_choice(choice, f"tau_{name}", value)
+    if isinstance(value, bool):  # pydantic's lax mode reads true as 1: a boolean is never a count or a share
+        raise ConfigError(f"tau_{name}={value!r} is invalid; expected {_words(kind)}")
     from pydantic import ValidationError
 
     try:

@@ -106,7 +106,7 @@ class EpisodeEngine:
         ep = _Episode(ref)
         env_info = self.backend.package_version()
         try:
-            await self._start(ep)
+            await self._start(ep, sampling_params.get("sampling_seed"))
         except UserSimulatorError as exc:
             return self._fail(ep, TerminationReason.USER_ERROR, exc, env_info)
         except TauPluginError as exc:
@@ -226,13 +226,14 @@ class EpisodeEngine:
 
     # --- episode start and user turns ------------------------------------------------------------
 
-    async def _start(self, ep: _Episode) -> None:
+    async def _start(self, ep: _Episode, seed: int | None) -> None:
+        """Open the env, the tooling and the user; ``seed`` (the episode's ``sampling_seed``) seeds an LLM user."""
         session = ep.session = await self._env(ep, self.backend.open, ep.task, self.resources.env_options)
         ep.template, ep.parser = await self._blocking(self.resources.tooling.get, session.tools, error=EnvBackendError)
         runner = self._env_runner(EnvBackendError)
         ep.user = await self._user_call(
             ep,
-            make_user(self.config, session, runner, self.resources.user_client),
+            make_user(self.config, session, runner, self.resources.user_client, seed),
         )
         opening = await self._user_call(ep, ep.user.opening())
         ep.ledger.message()  # τ² counts the user's opening, not its greeting

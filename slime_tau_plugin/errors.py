@@ -9,6 +9,7 @@
     │   ├── PolicyConnectionError    transport failure or timeout
     │   └── PolicyProtocolError      a 2xx answer whose JSON does not have SGLang's shape
     ├── EnvBackendError         a τ environment call (reset, step, reward) failed or timed out
+    │   └── JudgeError          the NL-assertion judge (an LLM endpoint τ calls while scoring) failed
     ├── UserSimulatorError      the simulated user failed or timed out
     └── FailureGuardError       too many recent episodes FAILED for one endpoint: the run must stop
 
@@ -23,6 +24,7 @@ __all__ = [
     "ContextLengthError",
     "EnvBackendError",
     "FailureGuardError",
+    "JudgeError",
     "MissingSettingError",
     "PolicyConnectionError",
     "PolicyError",
@@ -76,6 +78,11 @@ class PolicyProtocolError(PolicyError):
 
 class EnvBackendError(TauPluginError):
     """A τ environment call failed (exception or timeout)."""
+
+
+class JudgeError(EnvBackendError):
+    """τ's NL-assertion judge failed while scoring: an endpoint outage, not an environment bug (the failure
+    guard names the judge)."""
 
 
 class UserSimulatorError(TauPluginError):

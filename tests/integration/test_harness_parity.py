@@ -19,6 +19,7 @@ import pytest
 from slime_tau_plugin.config import TauConfig
 from slime_tau_plugin.engine import run_episode
 from slime_tau_plugin.envs.tau2 import Tau2Backend, Tau2Session
+from slime_tau_plugin.episode import SampleStatus, TerminationReason
 from slime_tau_plugin.resources import EpisodeResources
 from slime_tau_plugin.servers.fake_models import ASK_USER, ScriptedModel, format_tool_call
 from slime_tau_plugin.users import ScriptedUser, scripted_opening
@@ -206,7 +207,8 @@ def play_tau2(domain: str, task, script, scenario: Scenario) -> Outcome:
     return Outcome(Tau2Reason(run.termination_reason).value, float(info.reward), db, orchestrator.step_count)
 
 
-def play_ours(backend, server, tokenizer, tokenizer_dir, ref, scenario: Scenario) -> Outcome:
+def play_ours(backend, server, tokenizer, tokenizer_dir, ref, scenario: Scenario, **config: Any) -> Outcome:
+    limits = {"max_steps": scenario.max_steps, "max_errors": scenario.max_errors}
     config = TauConfig(
         benchmark="tau2",
         domain=ref.domain,
@@ -215,9 +217,8 @@ def play_ours(backend, server, tokenizer, tokenizer_dir, ref, scenario: Scenario
         tokenizer_path=tokenizer_dir,
         scripted_user_replies=scenario.replies,
         max_turns=200,
-        max_steps=scenario.max_steps,
-        max_errors=scenario.max_errors,
         agent_error_rule="strict" if scenario.strict else None,
+        **{**limits, **config},
     )
     resources = EpisodeResources.build(config, tokenizer=tokenizer, backend=backend)
 
@@ -249,7 +250,25 @@ def test_engine_ends_and_scores_like_tau2_orchestrator(domain, recording_backend
         ours = play_ours(recording_backend, server, qwen25, qwen25_dir, ref, scenario)
         table.append((scenario.name, ours, theirs))
         server.stop()
+    for name, o, t in table:  # shown with -s: the parity table
+        ours, theirs = f"{o.termination}/{o.reward}/{o.db[0][:8]}", f"{t.termination}/{t.reward}/{t.db[0][:8]}"
+        print(f"{domain:9} {name:34} ours {ours} tau2 {theirs}")
     mismatches = [(name, o, t) for name, o, t in table if o != t or o.steps != t.steps]
     assert not mismatches, "\n".join(f"{name}: ours {o} vs tau2 {t}" for name, o, t in mismatches)
     reasons = {o.termination for _, o, _ in table}
     assert {"too_many_errors", "max_steps", "agent_error", "user_stop"} <= reasons
+
+
+def test_twelve_failing_calls_then_the_right_ones_score_zero(recording_backend, qwen25, qwen25_dir, serve):
+    """The exploit issue 16 measured (1.0 here, 0.0 in τ²) is closed; ``tau_max_errors=0`` reopens it on purpose."""
+    ref, script = pick_task(recording_backend, "retail")
+    gold = scenarios(script)[0].moves
+    failing = Move(calls=(("no_such_tool", {}),))
+    scenario = Scenario("12 errors, then gold", (failing,) * 12 + gold)
+    server = serve(ScriptedModel(qwen25, [m.model_text() for m in scenario.moves]))
+    limited = play_ours(recording_backend, server, qwen25, qwen25_dir, ref, scenario)
+    assert (limited.termination, limited.reward) == ("too_many_errors", 0.0)
+    assert TerminationReason(limited.termination).status is SampleStatus.TRUNCATED
+    assert limited == play_tau2("retail", recording_backend.task(ref), script, scenario)
+    unlimited = play_ours(recording_backend, server, qwen25, qwen25_dir, ref, scenario, max_errors=0)
+    assert (unlimited.termination, unlimited.reward) == ("user_stop", 1.0)

@@ -169,3 +169,18 @@ def test_telecom_user_runs_its_device_tools_through_the_environment(
     expected = [a.name for a in scripts[ref.task_id].gold_actions if a.requestor == "user"]
     assert set(expected) <= set(user_calls)
     assert user.requests[0]["tools"], "the telecom user is offered its device tools"
+
+
+def test_a_seeded_episode_sends_its_seed_to_the_user_endpoint(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory, user_server
+):
+    policy = oracle_server_factory(qwen25, (("retail", "train"),))
+    user = user_server()
+    args = llm_args(policy, qwen25_dir, user, tau_domain="retail", tau_split="train")
+    seeded, plain = make_samples(tau2_backend, "retail", "train", 2)
+    asyncio.run(generate(args, seeded, {**SAMPLING, "sampling_seed": 1234567}))
+    assert seeded.status is Sample.Status.COMPLETED and seeded.reward == 1.0
+    assert user.requests and {body.get("seed") for body in user.requests} == {1234567}
+    sent = len(user.requests)
+    asyncio.run(generate(args, plain, SAMPLING))
+    assert len(user.requests) > sent and all("seed" not in body for body in user.requests[sent:])

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from slime_tau_plugin.cli.runner import RolloutSample, format_summary, summarize
 from slime_tau_plugin.config import LLMEndpoint
 from slime_tau_plugin.envs import EnvOptions, EnvToolCall, TaskRef
-from slime_tau_plugin.episode import TerminationReason
+from slime_tau_plugin.episode import SampleStatus, TerminationReason
+from slime_tau_plugin.errors import JudgeError
 from slime_tau_plugin.generate import generate
+from slime_tau_plugin.group_filter import failure_endpoint
 from slime_tau_plugin.servers.chat_user_server import ChatUserServer
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
 
@@ -102,7 +105,13 @@ def test_a_failing_judge_fails_the_reward_call_not_the_process(tau2_backend, nl_
     session = play(tau2_backend, nl_task_ref, EnvOptions(judge=LLMEndpoint(judge.base_url, "judge-model")), True)
     judge.fail_first = len(judge.requests) + 1000
     try:
-        with pytest.raises(Exception, match="500"):
+        with pytest.raises(JudgeError, match="NL-assertion judge failed: .*500") as raised:
             session.reward(TerminationReason.USER_STOP)
+        failed = SimpleNamespace(
+            status=SampleStatus.FAILED,
+            remove_sample=True,
+            metadata={"termination_reason": "env_error", "error": f"JudgeError: {raised.value}"},
+        )
+        assert failure_endpoint(failed) == "judge"  # the failure guard names the judge, not the environment
     finally:
         judge.fail_first = 0

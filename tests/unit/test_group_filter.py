@@ -141,7 +141,8 @@ def test_bad_guard_settings_name_the_key(key, value):
     [
         ("user_error", DEAD_USER, "user"),
         ("policy_error", "PolicyConnectionError: cannot reach http://router", "policy"),
-        ("env_error", "EnvBackendError: reward failed: litellm judge gpt-4.1 timed out", "judge"),
+        ("env_error", "JudgeError: NL-assertion judge failed: Timeout: litellm judge gpt-4.1 timed out", "judge"),
+        ("env_error", "EnvBackendError: reward failed: the word judge in an environment error", "env"),
         ("env_error", "EnvBackendError: get_response failed: KeyError", "env"),
         ("env_error", "MissingSettingError: no tokenizer: set --hf-checkpoint", "config"),
     ],

@@ -163,6 +163,17 @@ def test_eval_pass_k_on_mixed_successes_uses_the_smallest_trial_count(caplog):
     assert "3 to 4 samples" in caplog.text
 
 
+def test_eval_pass_k_carries_its_seeded_95_interval_over_tasks():
+    samples = [episode(str(t), float(t % 3 != 0)) for t in range(30) for _ in range(2)]
+    p = "eval/tau/x/tau2/retail/"
+    m = episode_metrics(samples, "eval/tau/x/", with_pass_k=True)
+    assert m[p + "pass^1"] == pytest.approx(2 / 3)
+    assert m[p + "pass^1/ci95_low"] < m[p + "pass^1"] < m[p + "pass^1/ci95_high"]
+    assert 0.1 < m[p + "pass^1/ci95_high"] - m[p + "pass^1/ci95_low"] < 0.5  # 30 tasks: about ±0.17
+    assert m == episode_metrics(samples, "eval/tau/x/", with_pass_k=True), "seeded: the same run, the same interval"
+    assert p + "pass^1/ci95_low" not in episode_metrics(samples, "eval/tau/x/")  # training rollouts: no pass^k
+
+
 @pytest.mark.parametrize("module", SLIME_LOG_MODULES)
 def test_hooks_log_through_slime_with_its_step_keys_and_keep_slime_logging(monkeypatch, module):
     calls = install_fake_slime_log(monkeypatch, module)
