@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from . import make_tiny_model, prepare, rollout, serve, show, verify
 from .args import HelpFormatter, Parser
 from .flag_names import in_cli_terms
+from .stop_signals import EXIT_INTERRUPTED
 
 logger = logging.getLogger("slime_tau_plugin")
 
@@ -112,7 +113,18 @@ def configure_logging(verbosity: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run one command; as the program (no ``argv``), an interrupted command ends the process at once."""
+    if argv is not None:
+        return _run(list(argv))
+    code = _run(sys.argv[1:])
+    if code == EXIT_INTERRUPTED:  # the summary is written: skip the interpreter's teardown, during which
+        for stream in (sys.stdout, sys.stderr):  # CPython resets SIGINT to its default and a second Ctrl-C
+            stream.flush()  # would kill the process with -2 instead of 130 (and threads stuck in τ calls
+        os._exit(code)  # would hold the exit)
+    return code
+
+
+def _run(argv: list[str]) -> int:
     ns = build_parser().parse_args(argv)
     ns.argv = ["slime-tau", *argv]
     ns.verbose += ns.verbose_after
@@ -126,4 +138,4 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(f"slime-tau {ns.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
