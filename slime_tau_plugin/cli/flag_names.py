@@ -9,6 +9,23 @@ from __future__ import annotations
 
 import re
 
+USER_AND_REWARD_FLAGS = (
+    "policy_api",
+    "policy_model",
+    "user",
+    "user_base_url",
+    "user_model",
+    "user_api_key_env",
+    "reward_mode",
+    "nl_assertions",
+    "judge_base_url",
+    "judge_model",
+    "judge_api_key_env",
+    "judge_timeout_s",
+    "judge_retries",
+)
+"""``rollout`` flags passed to ``TauConfig`` unchanged (same names)."""
+
 FLAG_OF = {
     "tokenizer_path": "--tokenizer",
     "policy_url": "--sglang-url",
@@ -22,19 +39,7 @@ FLAG_OF = {
             "max_turns",
             "tool_call_parser",
             "reasoning_parser",
-            "policy_api",
-            "policy_model",
-            "user",
-            "user_base_url",
-            "user_model",
-            "user_api_key_env",
-            "reward_mode",
-            "nl_assertions",
-            "judge_base_url",
-            "judge_model",
-            "judge_api_key_env",
-            "judge_timeout_s",
-            "judge_retries",
+            *USER_AND_REWARD_FLAGS,
         )
     },
 }

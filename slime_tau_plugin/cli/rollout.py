@@ -24,27 +24,12 @@ from ..servers import FAKE_MODELS
 from .args import HelpFormatter, add_task_args, non_negative_float, positive_float, positive_int, share
 from .batch import play_and_report
 from .context_check import check_prompt_fits
+from .flag_names import USER_AND_REWARD_FLAGS
 from .preflight import check_chat_endpoint, check_policy, check_url
 from .task_select import parse_task_ids, parse_task_range, positions_of_ids
 
 __all__ = ["add_parser", "parse_task_range", "run"]
 
-USER_AND_REWARD_FLAGS = (
-    "policy_api",
-    "policy_model",
-    "user",
-    "user_base_url",
-    "user_model",
-    "user_api_key_env",
-    "reward_mode",
-    "nl_assertions",
-    "judge_base_url",
-    "judge_model",
-    "judge_api_key_env",
-    "judge_timeout_s",
-    "judge_retries",
-)
-"""``rollout`` flags passed to ``TauConfig`` unchanged (same names)."""
 POLICY_API_HELP = (
     "how to talk to the policy server: sglang (native /generate) or openai-completions (/v1/completions with "
     "token-id prompts and log-probs, as vLLM serves it)"
