@@ -54,8 +54,9 @@ SLIME_ONLY = ("reward_shaping", "max_failed_share", "failure_window_groups")
 agent loop cannot tell training from validation rows nor stop a run, so under verl they would do nothing."""
 EXTRA_FIELD_KEYS = (
     "tau_task", "status", "termination_reason", "model_turns", "tool_calls", "tool_errors", "parse_errors",
-    "template_fallbacks", "reward_info", "error", "tau_package", "tau_version", "episode_wall_s", "time_policy_s",
-    "time_env_s", "time_user_s", "min_global_steps", "max_global_steps", "messages", "tools", "reward_extra_info",
+    "template_fallbacks", "user_tool_errors", "reward_info", "error", "tau_package", "tau_version",
+    "episode_wall_s", "time_policy_s", "time_env_s", "time_user_s", "min_global_steps", "max_global_steps",
+    "messages", "tools", "reward_extra_info",
 )  # fmt: skip
 """Every output has exactly these: verl concatenates workers' batches and needs one key set."""
 
