@@ -118,6 +118,9 @@ class TauConfig:
     """Tries per ``/generate`` for connection errors, timeouts and 5xx."""
     tokenizer_path: str | None = None
     """Local tokenizer directory; default slime's ``hf_checkpoint``."""
+    trust_remote_code: bool = False
+    """Let the tokenizer directory run its own Python code (some model families need it); default off, on when
+    slime's args carry ``trust_remote_code`` or ``sglang_trust_remote_code`` set to true."""
     env_workers: int = 8
     """Threads that run τ code off the event loop."""
     env_timeout_s: float = 120.0
@@ -138,6 +141,21 @@ class TauConfig:
     """Timeout of one judge request (litellm's ``timeout``)."""
     judge_retries: int = 4
     """litellm's ``num_retries`` for the judge; a judge that still fails ends the episode FAILED."""
+    outage_tolerance_s: float = 300.0
+    """How long episodes wait for an endpoint (policy, user, judge) that fails every request before its
+    breaker opens and its episodes FAIL at once (``endpoints.py``); 0 = fail after the request's own tries."""
+    retry_budget: int | None = 16
+    """Retries one episode may spend on transient faults, all endpoints together (waiting out an outage is
+    not charged); None = only the per-request tries bound them."""
+    policy_max_inflight: int | None = None
+    """Requests in flight at once to the policy server, for the whole process; None = unbounded."""
+    user_max_inflight: int | None = None
+    """Requests in flight at once to the LLM user simulator (the wait is not charged to a request's timeout)."""
+    judge_max_inflight: int | None = None
+    """Rewards scored at once while an NL-assertion judge may be asked; None = unbounded."""
+    episode_timeout_s: float | None = None
+    """Wall-clock deadline of one episode: past it the episode ends at the next turn boundary (or retry wait)
+    as ``deadline``, status TRUNCATED, not trained on; None = no deadline (the launch scripts set one)."""
     max_failed_share: float | None = None
     """Run-level failure guard (``group_filter.guard_settings`` reads and range-checks it): stop once more than
     this share of recent episodes FAILED on one endpoint; None = the guard's default. Listed here so
@@ -165,10 +183,18 @@ class TauConfig:
         for name in ("max_turns", "max_context_len", "policy_retries", "env_workers", "user_retries", "judge_retries"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected an integer >= 1")
-        for name in ("max_response_len", "max_tokens_per_turn"):
+        for name in (
+            "max_response_len",
+            "max_tokens_per_turn",
+            "policy_max_inflight",
+            "user_max_inflight",
+            "judge_max_inflight",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"tau_{name}={value!r} is invalid; expected an integer >= 1 or null")
+        if self.retry_budget is not None and self.retry_budget < 0:
+            raise ConfigError(f"tau_retry_budget={self.retry_budget!r} is invalid; expected an integer >= 0 or null")
         for name in ("max_errors", "max_steps"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -186,9 +212,12 @@ class TauConfig:
             raise ConfigError(
                 f"tau_failure_window_groups={self.failure_window_groups!r} is invalid; expected an integer >= 1 or null"
             )
-        for name in ("policy_timeout_s", "env_timeout_s", "user_timeout_s", "judge_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"tau_{name}={getattr(self, name)!r} is invalid; expected seconds > 0")
+        for name in ("policy_timeout_s", "env_timeout_s", "user_timeout_s", "judge_timeout_s", "episode_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"tau_{name}={value!r} is invalid; expected seconds > 0")
+        if self.outage_tolerance_s < 0:
+            raise ConfigError(f"tau_outage_tolerance_s={self.outage_tolerance_s!r} is invalid; expected seconds >= 0")
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -218,6 +247,10 @@ class TauConfig:
             values["max_context_len"] = slime_context if explicit is None else min(explicit, slime_context)
         if values.get("tokenizer_path") is None and getattr(args, "hf_checkpoint", None):
             values["tokenizer_path"] = args.hf_checkpoint
+        if "trust_remote_code" not in values and any(
+            getattr(args, name, None) is True for name in ("trust_remote_code", "sglang_trust_remote_code")
+        ):
+            values["trust_remote_code"] = True
         if values.get("policy_url") is None and getattr(args, "sglang_router_ip", None):
             values["policy_url"] = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
         if getattr(args, "router_policy", None) == "consistent_hashing":

@@ -18,12 +18,23 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .blocking import run_blocking
+from .choices import UserKind
+from .endpoints import (
+    EndpointDownError,
+    EndpointRole,
+    EpisodeDeadlineError,
+    GuardSettings,
+    NetStats,
+    episode_stats,
+    guard_for,
+)
 from .envs import EnvSession, EnvToolCall, TaskRef
 from .episode import EpisodeCounters, EpisodeResult, EpisodeTimings, TerminationReason
-from .errors import ContextLengthError, EnvBackendError, PolicyError, TauPluginError, UserSimulatorError
+from .errors import ContextLengthError, EnvBackendError, JudgeError, PolicyError, TauPluginError, UserSimulatorError
 from .limits import StepLedger
 from .policy import FinishReason, PolicyClient
 from .resources import EpisodeResources
+from .retry import RetrySettings, retry_async
 from .templates import ChatTemplate
 from .tool_calls import ParsedAction, ToolCallParser
 from .trajectory import TokenBudget, Trajectory
@@ -55,6 +66,9 @@ class _Episode:
     policy_s: float = 0.0
     env_s: float = 0.0
     user_s: float = 0.0
+    net: NetStats = field(default_factory=NetStats)
+    """Retries, waits and user usage (``endpoints.py``); also the episode's deadline."""
+    user_info: dict[str, Any] = field(default_factory=dict)
 
     def result(
         self,
@@ -79,6 +93,8 @@ class _Episode:
             error=error,
             env_info=env_info,
             timings=EpisodeTimings(self.policy_s, self.env_s, self.user_s, time.perf_counter() - self.t0),
+            net_info={**self.net.as_metadata(), **self.user_info},
+            template_mode=self.template.mode.value if self.template is not None else "",
         )
 
 
@@ -103,10 +119,25 @@ class EpisodeEngine:
         should_abort: AbortCheck | None = None,
     ) -> EpisodeResult:
         """Play ``ref`` to the end and return the token-exact result. Never raises for external failures."""
-        ep = _Episode(ref)
+        timeout = self.config.episode_timeout_s
+        net = NetStats(self.config.retry_budget, None if timeout is None else time.monotonic() + timeout)
+        ep = _Episode(ref, net=net, user_info=self._user_info(sampling_params.get("sampling_seed")))
+        with episode_stats(net):  # the clients count retries and waits into it (a context variable per task)
+            return await self._play(ep, sampling_params, session_id, headers, should_abort)
+
+    async def _play(
+        self,
+        ep: _Episode,
+        sampling_params: dict[str, Any],
+        session_id: str | None,
+        headers: dict[str, str] | None,
+        should_abort: AbortCheck | None,
+    ) -> EpisodeResult:
         env_info = self.backend.package_version()
         try:
             await self._start(ep, sampling_params.get("sampling_seed"))
+        except EpisodeDeadlineError as exc:
+            return ep.result(TerminationReason.DEADLINE, env_info, error=str(exc))
         except UserSimulatorError as exc:
             return self._fail(ep, TerminationReason.USER_ERROR, exc, env_info)
         except TauPluginError as exc:
@@ -114,6 +145,8 @@ class EpisodeEngine:
         error = None
         try:
             termination = await self._loop(ep, sampling_params, session_id or uuid.uuid4().hex, headers, should_abort)
+        except EpisodeDeadlineError as exc:
+            termination, error = TerminationReason.DEADLINE, str(exc)
         except ContextLengthError as exc:
             termination, error = TerminationReason.CONTEXT_LENGTH, str(exc)
         except PolicyError as exc:
@@ -122,10 +155,12 @@ class EpisodeEngine:
             return self._fail(ep, TerminationReason.USER_ERROR, exc, env_info)
         except EnvBackendError as exc:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
-        if termination is TerminationReason.ABORTED:  # the trainer discards it: no reward work
+        if termination in (TerminationReason.ABORTED, TerminationReason.DEADLINE):  # never scored: no reward work
             return ep.result(termination, env_info, error=error)
         try:
-            scored = await self._env(ep, ep.session.reward, termination)
+            scored = await self._score(ep, termination)
+        except EpisodeDeadlineError as exc:
+            return ep.result(TerminationReason.DEADLINE, env_info, error=str(exc))
         except EnvBackendError as exc:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
         return ep.result(termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error)
@@ -144,6 +179,8 @@ class EpisodeEngine:
         for turn in range(self.config.max_turns):
             if should_abort is not None and should_abort():
                 return TerminationReason.ABORTED
+            if ep.net.past_deadline():
+                return TerminationReason.DEADLINE
             max_new = budget.max_new_tokens(traj)
             if max_new < 1:
                 return TerminationReason.BUDGET
@@ -168,10 +205,10 @@ class EpisodeEngine:
             new_messages, done = await self._act(ep, action)
             if done is not None:
                 return done
-            continuation = template.continuation_ids(new_messages)
+            continuation = template.continuation_ids(new_messages, ep.messages)
             if continuation is None:
                 ep.counters = ep.counters.plus(template_fallbacks=1)
-                continuation = template.continuation_ids_unsafe(new_messages)
+                continuation = template.continuation_ids_unsafe(new_messages, ep.messages)
             closing = [] if list(gen.output_ids[-len(eot) :]) == eot else eot
             ids = [*closing, *continuation]
             if not budget.fits(traj, len(ids)):
@@ -223,6 +260,32 @@ class EpisodeEngine:
         caps = [c for c in (self.config.max_tokens_per_turn, sampling_params.get("max_new_tokens")) if c]
         per_turn = min(caps) if caps else None
         return TokenBudget(self.config.max_context_len, self.config.max_response_len, per_turn)
+
+    async def _score(self, ep: _Episode, termination: TerminationReason) -> Any:
+        """τ's reward, through the judge's guard: an NL-assertion judge that fails every request is waited
+        for (``tau_outage_tolerance_s``) like any endpoint, and ``tau_judge_max_inflight`` bounds the scoring."""
+        judge = self.config.judge_endpoint()
+        url = judge.base_url if judge is not None else "tau-default-judge"
+        guard = guard_for(
+            EndpointRole.JUDGE, url, GuardSettings(self.config.judge_max_inflight, self.config.outage_tolerance_s)
+        )
+        try:  # one try per call: litellm already retried tau_judge_retries times
+            return await retry_async(
+                lambda: self._env(ep, ep.session.reward, termination), RetrySettings(1), (JudgeError,), "judge", guard
+            )
+        except EndpointDownError as exc:
+            raise JudgeError(str(exc)) from exc
+
+    def _user_info(self, seed: int | None) -> dict[str, Any]:
+        """Who played the user (an LLM user's model, temperature and per-episode seed), for every sample."""
+        if self.config.user is not UserKind.LLM:
+            return {"user_kind": self.config.user.value}
+        return {
+            "user_kind": self.config.user.value,
+            "user_model": self.config.user_model,
+            "user_temperature": self.config.user_temperature,
+            "user_seed": seed,
+        }
 
     # --- episode start and user turns ------------------------------------------------------------
 

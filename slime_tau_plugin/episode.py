@@ -54,6 +54,9 @@ class TerminationReason(str, enum.Enum):
     """The server refused the request as too long for the model's context."""
     ABORTED = "aborted"
     """The engine aborted a request, or the trainer aborted the rollout between turns."""
+    DEADLINE = "deadline"
+    """``tau_episode_timeout_s`` passed: TRUNCATED, not scored, not trained on (the wall clock measures the
+    servers, not the policy; a reward of 0 would teach it about latency), dropped from group statistics."""
     ENV_ERROR = "env_error"
     USER_ERROR = "user_error"
     POLICY_ERROR = "policy_error"
@@ -72,7 +75,13 @@ class TerminationReason(str, enum.Enum):
     def is_trainable(self) -> bool:
         """The one "must not train" rule of every front door: failures and aborts add no gradient
         (mask and log-probs 0, reward 0; slime also drops them with ``remove_sample``)."""
-        return not (self.is_failure or self is TerminationReason.ABORTED)
+        return not (self.is_failure or self in (TerminationReason.ABORTED, TerminationReason.DEADLINE))
+
+    @property
+    def is_removed(self) -> bool:
+        """slime must drop the sample (``remove_sample``): it neither trains nor enters group statistics. An
+        abort is not: slime discards aborted samples itself."""
+        return self.is_failure or self is TerminationReason.DEADLINE
 
     @property
     def status(self) -> SampleStatus:
@@ -150,3 +159,8 @@ class EpisodeResult:
     env_info: dict[str, str] = field(default_factory=dict)
     """Which τ distribution and version scored it."""
     timings: EpisodeTimings = EpisodeTimings()
+    template_mode: str = ""
+    """How the chat template's continuations were computed (``templates.TemplateMode``: ``anchored`` or
+    ``rendered_history``); empty when the episode failed before its template was known."""
+    net_info: dict[str, Any] = field(default_factory=dict)
+    """Retries, outage and slot waits, and the LLM user's identity, seed and token usage (``endpoints.NetStats``)."""

@@ -137,7 +137,7 @@ def fill_sample(
     sample.response = tokenizer.decode(traj.response_ids, skip_special_tokens=False) if tokenizer is not None else ""
     sample.status = type(sample).Status[termination.status.name]
     sample.reward = training_reward(result, config, evaluation=evaluation)
-    if termination.is_failure:  # slime drops it (an abort is dropped by slime itself)
+    if termination.is_removed:  # slime drops it (an abort is dropped by slime itself)
         sample.remove_sample = True
     if hasattr(sample, "non_generation_time"):  # slime's rollout perf metrics subtract it from the step time
         sample.non_generation_time = result.timings.env_s + result.timings.user_s
@@ -153,8 +153,10 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
         "termination_reason": result.termination.value,
         "num_turns": result.num_turns,
         **result.counters.as_dict(),
+        "template_mode": result.template_mode,
         "reward_info": result.reward_info,
         **result.timings.as_metadata(),
+        **result.net_info,
         **result.env_info,
     }
     if result.error:

@@ -49,6 +49,7 @@ ENDPOINTS: dict[str, str] = {
     "judge": "the NL-assertion judge (tau_judge_base_url)",
     "env": "the τ environment",
     "config": "the plugin configuration",
+    "deadline": "the episode deadline (tau_episode_timeout_s: episodes slower than it, often a slow server)",
     "other": "an unknown cause (removed without our metadata: another generate function or hook)",
 }
 """Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says."""
@@ -101,6 +102,8 @@ def failure_endpoint(sample: Any) -> str | None:
     error = str(meta.get("error") or "")
     if reason is None and not error:
         return "other"
+    if reason == TerminationReason.DEADLINE.value:
+        return "deadline"
     if reason == TerminationReason.USER_ERROR.value or error.startswith("UserSimulatorError"):
         return "user"
     if reason == TerminationReason.POLICY_ERROR.value or error.startswith(("Policy", "ContextLengthError")):

@@ -37,6 +37,16 @@ SUCCESS_THRESHOLD = 1.0 - 1e-6
 """A reward at or above this is a success (τ's pass: reward 1)."""
 
 _TIMES = (("policy", "time_policy_s"), ("env", "time_env_s"), ("user", "time_user_s"))
+_NET = (
+    "net_retries",
+    "outage_wait_s",
+    "slot_wait_s",
+    "user_requests",
+    "user_prompt_tokens",
+    "user_completion_tokens",
+    "user_latency_s",
+)
+"""Per-episode network numbers (``endpoints.NetStats``): what outages cost and what the LLM user costs."""
 _COUNTERS = tuple(f.name for f in dataclasses.fields(EpisodeCounters))
 _STATUSES = tuple(s for s in SampleStatus if s is not SampleStatus.PENDING)
 
@@ -165,9 +175,14 @@ def domain_summary(group: Sequence[Any]) -> dict[str, float]:
         "turns_mean": sum(_num(m, "num_turns") for m in metas) / n,
     }
     stats |= {f"{key}_per_episode": sum(_num(m, key) for m in metas) / n for key in _COUNTERS}
+    stats |= {
+        f"net/{key}_per_episode": sum(_num(m, key) for m in metas) / n for key in _NET if any(key in m for m in metas)
+    }
     ends = Counter(str(m.get("termination_reason", "?")) for m in metas)
     known = [reason.value for reason in TerminationReason]
     stats |= {f"termination/{reason}": ends[reason] / n for reason in [*known, *sorted(set(ends) - set(known))]}
+    modes = Counter(str(m["template_mode"]) for m in metas if m.get("template_mode"))  # templates.TemplateMode
+    stats |= {f"template_mode/{mode}": modes[mode] / n for mode in sorted(modes)}
     statuses = Counter(_status_name(s.status) for s in group)
     stats |= {f"status/{status.value}": statuses[status.value] / n for status in _STATUSES}
     wall = sum(_num(m, "episode_wall_s") for m in metas)

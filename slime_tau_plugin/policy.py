@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .choices import PolicyApi
+from .endpoints import EndpointDownError, EndpointGuard, EndpointRole, GuardSettings, guard_for
 from .errors import (
     ContextLengthError,
     MissingSettingError,
@@ -30,7 +31,7 @@ from .errors import (
     PolicyProtocolError,
 )
 from .loop_http import LoopBoundHTTP, TransportError
-from .retry import RetrySettings, retry_async
+from .retry import RetrySettings, parse_retry_after, retry_async
 
 if TYPE_CHECKING:
     from .config import TauConfig
@@ -97,17 +98,23 @@ class HTTPPolicyClient:
         connect_timeout_s: float = 10.0,
         retry: RetrySettings | None = None,
         max_connections: int = 4096,
+        guard: EndpointGuard | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetrySettings()
+        self.guard = guard
+        """The endpoint's shared slots, outage clock and breaker (``endpoints.py``); None = plain retries."""
         self._http = LoopBoundHTTP(
             self.base_url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections
         )
 
     @classmethod
     def from_config(cls, config: TauConfig) -> HTTPPolicyClient:
-        """The client ``config`` describes (URL, timeout, retries)."""
-        return cls(config.policy_url or "", timeout_s=config.policy_timeout_s, retry=_retry(config))
+        """The client ``config`` describes (URL, timeout, retries, in-flight bound, outage tolerance)."""
+        url = config.policy_url or ""
+        settings = GuardSettings(config.policy_max_inflight, config.outage_tolerance_s)
+        guard = guard_for(EndpointRole.POLICY, url, settings)
+        return cls(url, timeout_s=config.policy_timeout_s, retry=_retry(config), guard=guard)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -137,7 +144,13 @@ def _retry(config: TauConfig) -> RetrySettings:
 
 
 class _TransientHTTPError(PolicyHTTPError):
-    """A 5xx answer: retried, then surfaced as PolicyHTTPError."""
+    """A 5xx or 429 answer: retried (after its ``Retry-After``), then surfaced as PolicyHTTPError."""
+
+    retry_after: float | None = None
+
+
+class _CutBodyError(PolicyProtocolError):
+    """A 2xx answer whose body is not JSON (cut short): retried, then surfaced as PolicyProtocolError."""
 
 
 async def post_json_with_retries(
@@ -147,34 +160,43 @@ async def post_json_with_retries(
     headers: dict[str, str] | None,
     retry: RetrySettings,
     rid: str | None,
+    guard: EndpointGuard | None = None,
 ) -> Any:
     """POST ``payload`` to the policy server and return the decoded JSON of its 2xx answer.
 
     Raises:
         ContextLengthError: HTTP 400 about the context length (not retried).
-        PolicyHTTPError: any other non-2xx after retries (5xx) or at once (4xx).
-        PolicyConnectionError: transport failures or timeouts after retries.
+        PolicyHTTPError: any other non-2xx after retries (5xx, 429) or at once (4xx).
+        PolicyConnectionError: transport failures or timeouts after retries, or the endpoint is down.
         PolicyProtocolError: a 2xx body that is not JSON.
     """
 
     async def once() -> Any:
         try:
-            status, text = await http.post_json(path, payload, headers)
+            answer = await http.post_json(path, payload, headers)
         except TransportError as exc:
-            raise PolicyConnectionError(f"{exc} (rid={rid})") from exc
-        if status >= 500:
-            raise _TransientHTTPError(f"POST {path} answered {status} (rid={rid})", status=status, body=text)
+            raise PolicyConnectionError(str(exc)) from exc
+        status, text = answer.status, answer.text
+        if status >= 500 or status == 429:
+            error = _TransientHTTPError(f"POST {path} answered {status} (rid={rid})", status=status, body=text)
+            error.retry_after = parse_retry_after(answer.retry_after)
+            raise error
         if status >= 400:
             raise classify_client_error(status, text, rid, path)
         try:
             return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise PolicyProtocolError(f"{path} answered non-JSON (rid={rid}): {text[:200]!r}") from exc
+        except json.JSONDecodeError as exc:  # a body cut short (a proxy, a restarting server): try again
+            raise _CutBodyError(f"{path} answered non-JSON (rid={rid}): {text[:200]!r}") from exc
 
+    what = f"rid={rid} {path}"
     try:
-        return await retry_async(once, retry, (PolicyConnectionError, _TransientHTTPError), f"rid={rid} {path}")
+        return await retry_async(once, retry, (PolicyConnectionError, _TransientHTTPError, _CutBodyError), what, guard)
     except _TransientHTTPError as exc:
         raise PolicyHTTPError(str(exc), status=exc.status, body=exc.body) from exc
+    except _CutBodyError as exc:
+        raise PolicyProtocolError(str(exc)) from exc
+    except EndpointDownError as exc:
+        raise PolicyConnectionError(str(exc)) from exc
 
 
 def classify_client_error(status: int, body: str, rid: str | None, path: str = "/generate") -> PolicyHTTPError:

@@ -35,6 +35,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .endpoints import EndpointRole, GuardSettings, guard_for
 from .errors import PolicyHTTPError, PolicyProtocolError
 from .policy import FinishReason, GenerateResult, HTTPPolicyClient, post_json_with_retries
 from .retry import RetrySettings
@@ -91,9 +92,13 @@ class OpenAICompletionsPolicy(HTTPPolicyClient):
 
     @classmethod
     def from_config(cls, config: TauConfig) -> OpenAICompletionsPolicy:
-        """The client ``config`` describes (URL, model name, timeout, retries)."""
+        """The client ``config`` describes (URL, model name, timeout, retries, in-flight bound, outage tolerance)."""
         retry = RetrySettings(attempts=config.policy_retries)
-        return cls(config.policy_url or "", model=config.policy_model, timeout_s=config.policy_timeout_s, retry=retry)
+        url = config.policy_url or ""
+        guard = guard_for(
+            EndpointRole.POLICY, url, GuardSettings(config.policy_max_inflight, config.outage_tolerance_s)
+        )
+        return cls(url, model=config.policy_model, timeout_s=config.policy_timeout_s, retry=retry, guard=guard)
 
     async def generate(
         self,
@@ -113,7 +118,9 @@ class OpenAICompletionsPolicy(HTTPPolicyClient):
         """
         payload = completions_request(input_ids, sampling_params, self.model, return_token_ids=not self.tokens_are_ids)
         try:
-            body = await post_json_with_retries(self._http, "/v1/completions", payload, headers, self.retry, rid)
+            body = await post_json_with_retries(
+                self._http, "/v1/completions", payload, headers, self.retry, rid, self.guard
+            )
         except PolicyHTTPError as exc:
             if exc.status != 404:
                 raise

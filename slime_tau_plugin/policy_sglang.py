@@ -51,7 +51,7 @@ class SGLangPolicy(HTTPPolicyClient):
         }
         if rid is not None:
             payload["rid"] = rid
-        body = await post_json_with_retries(self._http, "/generate", payload, headers, self.retry, rid)
+        body = await post_json_with_retries(self._http, "/generate", payload, headers, self.retry, rid, self.guard)
         return parse_generate_response(body, rid)
 
 

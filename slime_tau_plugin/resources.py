@@ -28,8 +28,10 @@ from typing import Any
 from .chat_client import ChatClient
 from .config import TauConfig
 from .envs import EnvBackend, EnvOptions, get_backend
+from .envs.faulty import with_faults
 from .errors import MissingSettingError
 from .policy import PolicyClient, policy_client
+from .template_probe import PROBE_TOOLS
 from .templates import ChatTemplate, load_tokenizer
 from .tool_calls import ToolCallParser, check_parser_names
 from .users import user_client
@@ -45,9 +47,16 @@ class ToolingCache:
     """
 
     def __init__(self, tokenizer: Any, config: TauConfig) -> None:
+        """Probe the chat template once with a probe tool set (``template_probe``), before any episode.
+
+        Raises:
+            ConfigError: one line naming the tokenizer, when its template cannot run τ episodes.
+        """
         self._tokenizer, self._config = tokenizer, config
         self._cache: dict[str, tuple[ChatTemplate, ToolCallParser]] = {}
         self._lock = threading.Lock()
+        kwargs = {} if config.enable_thinking is None else {"enable_thinking": config.enable_thinking}
+        ChatTemplate(tokenizer, PROBE_TOOLS, kwargs)
 
     def get(self, tools: list[dict[str, Any]]) -> tuple[ChatTemplate, ToolCallParser]:
         key = json.dumps(tools, sort_keys=True)
@@ -94,14 +103,16 @@ class EpisodeResources:
                 raise MissingSettingError(
                     "no tokenizer: set tau_tokenizer_path or slime's --hf-checkpoint to a local directory"
                 )
-            tokenizer = load_tokenizer(config.tokenizer_path)
+            tokenizer = load_tokenizer(config.tokenizer_path, trust_remote_code=config.trust_remote_code)
         return cls(
             config=config,
             tokenizer=tokenizer,
-            backend=backend if backend is not None else get_backend(config.benchmark),
+            backend=with_faults(
+                backend if backend is not None else get_backend(config.benchmark), config.env_timeout_s
+            ),
             tooling=ToolingCache(tokenizer, config),
             env_options=EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint()),
-            user_client=user_client(config.user_endpoint()),
+            user_client=user_client(config),
             policy=policy,
         )
 

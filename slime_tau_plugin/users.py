@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 from .chat_client import ChatClient
 from .choices import UserKind
-from .config import LLMEndpoint, TauConfig
+from .config import TauConfig
+from .endpoints import EndpointRole, GuardSettings, guard_for
 from .envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult, TaskScript
 from .errors import ConfigError, UserSimulatorError
 
@@ -189,6 +190,13 @@ async def make_user(
     return await USER_SIMULATORS[config.user](config, session, blocking, client, seed)
 
 
-def user_client(endpoint: LLMEndpoint | None) -> ChatClient | None:
-    """The shared HTTP client for an LLM user endpoint (None for the scripted user)."""
-    return ChatClient(endpoint, what="user simulator") if endpoint is not None else None
+def user_client(config: TauConfig) -> ChatClient | None:
+    """The shared HTTP client for the config's LLM user endpoint (None for the scripted user), behind the
+    process's guard for that endpoint (``tau_user_max_inflight``, ``tau_outage_tolerance_s``)."""
+    endpoint = config.user_endpoint()
+    if endpoint is None:
+        return None
+    guard = guard_for(
+        EndpointRole.USER, endpoint.base_url, GuardSettings(config.user_max_inflight, config.outage_tolerance_s)
+    )
+    return ChatClient(endpoint, what="user simulator", guard=guard)

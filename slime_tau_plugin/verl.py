@@ -54,7 +54,7 @@ SLIME_ONLY = ("reward_shaping", "max_failed_share", "failure_window_groups")
 agent loop cannot tell training from validation rows nor stop a run, so under verl they would do nothing."""
 EXTRA_FIELD_KEYS = (
     "tau_task", "status", "termination_reason", "model_turns", "tool_calls", "tool_errors", "parse_errors",
-    "template_fallbacks", "user_tool_errors", "reward_info", "error", "tau_package", "tau_version",
+    "template_fallbacks", "user_tool_errors", "template_mode", "reward_info", "error", "tau_package", "tau_version",
     "episode_wall_s", "time_policy_s", "time_env_s", "time_user_s", "min_global_steps", "max_global_steps",
     "messages", "tools", "reward_extra_info",
 )  # fmt: skip
@@ -267,6 +267,7 @@ class TauAgentLoop(AgentLoopBase):
             "termination_reason": result.termination.value,
             "model_turns": result.num_turns,
             **c.as_dict(),
+            "template_mode": result.template_mode,
             "reward_info": result.reward_info,
             "error": error,
             "tau_package": result.env_info.get("tau_package"),

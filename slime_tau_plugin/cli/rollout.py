@@ -17,15 +17,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..choices import NLAssertionMode, PolicyApi, RewardMode, UserKind
+from ..choices import AgentErrorRule, NLAssertionMode, PolicyApi, RewardMode, UserKind
 from ..config import TauConfig
 from ..errors import ConfigError
 from ..servers import FAKE_MODELS
-from .args import HelpFormatter, add_task_args, non_negative_float, positive_float, positive_int, share
+from .args import (
+    HelpFormatter,
+    add_task_args,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    share,
+)
 from .batch import play_and_report
 from .context_check import check_prompt_fits
-from .flag_names import USER_AND_REWARD_FLAGS
+from .flag_names import RELIABILITY_FLAGS, TERMINATION_FLAGS, USER_AND_REWARD_FLAGS
 from .preflight import check_chat_endpoint, check_policy, check_url
+from .reliability_flags import add_reliability_flags
 from .task_select import parse_task_ids, parse_task_range, positions_of_ids
 
 __all__ = ["add_parser", "parse_task_range", "run"]
@@ -90,6 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     policy.add_argument("--max-new-tokens", type=positive_int, default=2048, help="cap on one model turn")
     policy.add_argument("--max-context-len", type=positive_int, default=32768, help="cap on prompt + response")
     policy.add_argument("--max-turns", type=positive_int, default=30, help="model turns before TRUNCATED")
+    add_termination_args(p)
     user = p.add_argument_group("user simulator")
     user.add_argument("--user", default="scripted", choices=[u.value for u in UserKind], help="user simulator")
     user.add_argument(
@@ -100,6 +110,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     user.add_argument("--user-model", default=None, help="--user llm: model name at that endpoint (default: none)")
     user.add_argument(
         "--user-api-key-env", default=None, help="--user llm: NAME of the env var holding the key (default: no key)"
+    )
+    user.add_argument(
+        "--user-temperature",
+        type=non_negative_float,
+        default=None,
+        help="--user llm: the user model's temperature; each episode also sends a seed, its sampling_seed "
+        "(default: 0.0)",
     )
     reward = p.add_argument_group("reward")
     reward.add_argument(
@@ -136,6 +153,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def add_termination_args(p: argparse.ArgumentParser) -> None:
+    """τ's own ending rules (``TauConfig.max_errors``/``max_steps``/``agent_error_rule``); unset: the benchmark's."""
+    ending = p.add_argument_group("episode endings (τ's harness rules, each scored 0; unset: the benchmark's own)")
+    ending.add_argument(
+        "--max-errors",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="end too_many_errors after N tool errors, the agent's and the user's together "
+        "(default: τ²'s 10; τ-bench v1: off; 0 = off)",
+    )
+    ending.add_argument(
+        "--max-steps",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="end max_steps after N steps in τ²'s unit (one per agent message, user message and batch of tool "
+        "answers) (default: τ²'s 100; τ-bench v1: off, --max-turns bounds it; 0 = off)",
+    )
+    ending.add_argument(
+        "--agent-error-rule",
+        default=None,
+        choices=[r.value for r in AgentErrorRule],
+        help="end agent_error on an agent turn with neither text nor a tool call (empty), or also on text sent "
+        "with a tool call (strict, as tau2 run --enforce-communication-protocol) (default: τ²: empty; v1: off)",
+    )
+    add_reliability_flags(p)
+
+
 def check_flags(ns: argparse.Namespace) -> None:
     """Flag combinations that cannot work, refused before anything starts.
 
@@ -146,7 +192,7 @@ def check_flags(ns: argparse.Namespace) -> None:
             listed twice in ``--tasks``/``--task-ids``.
     """
     if ns.user != UserKind.LLM:
-        for flag in ("user_base_url", "user_model", "user_api_key_env"):
+        for flag in ("user_base_url", "user_model", "user_api_key_env", "user_temperature", "user_max_inflight"):
             if getattr(ns, flag) is not None:
                 raise ConfigError(f"--{flag.replace('_', '-')} is for the LLM user; add --user llm or drop it")
     if ns.policy_model is not None and ns.policy_api != PolicyApi.OPENAI_COMPLETIONS:
@@ -181,7 +227,8 @@ def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any)
     Raises:
         ConfigError: a value or combination TauConfig refuses.
     """
-    flags = {name: getattr(ns, name) for name in USER_AND_REWARD_FLAGS if getattr(ns, name) is not None}
+    passed = (*USER_AND_REWARD_FLAGS, *TERMINATION_FLAGS, *RELIABILITY_FLAGS)
+    flags = {name: getattr(ns, name) for name in passed if getattr(ns, name) is not None}
     if ns.user == UserKind.LLM and ns.user_base_url is None:
         flags["user_model"] = ns.user_model or "scripted-user"
     return TauConfig(
@@ -250,6 +297,7 @@ def run(ns: argparse.Namespace) -> int:
             sampling=sampling,
             refs=[all_refs[i] for i in positions],
             tau_version=backend.package_version(),
+            limits=config.limits,
         )
         if run_dir.previous:
             check_resumable(read_previous_summary(run_dir), record, str(run_dir.shown))

@@ -1,8 +1,8 @@
 """What ``summary.json`` records about how a rollout was made, so a number can be traced and repeated.
 
 ``run_record`` is the ``"run"`` section: command line, versions (plugin, τ package, SGLang, transformers,
-Python), tokenizer (absolute path), policy, sampling parameters, budgets, user simulator, reward mode,
-task list (ids), trials and seed. ``--resume`` compares the settings that change results
+Python), tokenizer (absolute path), policy, sampling parameters, budgets, τ's ending rules (``limits``), user
+simulator, reward mode, task list (ids), trials and seed. ``--resume`` compares the settings that change results
 (:data:`RESULT_SETTINGS`) with the run it continues and refuses a mix. No secret is recorded: API keys
 appear only as the name of their environment variable.
 """
@@ -19,10 +19,21 @@ from .. import __version__
 from ..choices import UserKind
 from ..envs import TaskRef
 from ..errors import ConfigError
+from ..limits import EpisodeLimits
 
 TASK_SET_SETTINGS = ("benchmark", "domain", "split", "tasks", "samples_per_task")
 """What defines the (task, trial) pairs a run holds: a resume with another value would mix task sets."""
-RESULT_SETTINGS = (*TASK_SET_SETTINGS, "tokenizer", "policy.server", "sampling", "budgets", "user", "reward", "seed")
+RESULT_SETTINGS = (
+    *TASK_SET_SETTINGS,
+    "tokenizer",
+    "policy.server",
+    "sampling",
+    "budgets",
+    "limits",
+    "user",
+    "reward",
+    "seed",
+)
 """Settings a resumed run must share with the run it continues (dotted paths into the record)."""
 
 
@@ -34,8 +45,10 @@ def run_record(
     sampling: dict[str, Any],
     refs: Sequence[TaskRef],
     tau_version: dict[str, str],
+    limits: EpisodeLimits | None = None,
 ) -> dict[str, Any]:
-    """The ``"run"`` section of summary.json for a ``rollout`` namespace."""
+    """The ``"run"`` section of summary.json for a ``rollout`` namespace; ``limits`` are the τ ending rules
+    the run applies (``TauConfig.limits``: the flags, else the benchmark's), recorded as values (None = off)."""
     built_in = ns.sglang_url is None
     return {
         "argv": list(getattr(ns, "argv", []) or []),
@@ -67,11 +80,20 @@ def run_record(
             "max_context_len": ns.max_context_len,
             "max_turns": ns.max_turns,
         },
+        "limits": None
+        if limits is None
+        else {
+            "max_errors": limits.max_errors,
+            "max_steps": limits.max_steps,
+            "agent_error_rule": limits.agent_error_rule.value,
+        },
         "user": {
             "simulator": ns.user,
             "base_url": ns.user_base_url if ns.user_base_url else ("built-in" if ns.user == UserKind.LLM else None),
             "model": ns.user_model,
             "api_key_env": ns.user_api_key_env,
+            "temperature": getattr(ns, "user_temperature", None),
+            "seed": "each episode's sampling_seed (--seed)" if ns.user == UserKind.LLM else None,
         },
         "reward": {
             "mode": ns.reward_mode,

@@ -196,16 +196,17 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
     """``metrics.domain_summary`` (slime's metric names) plus what a person reads after a run.
 
     pass^k counts only the samples that completed: a FAILED sample (policy server gone, endpoint error) is
-    no evidence about the model, so it is counted in ``failed`` next to pass^k instead of as a wrong answer.
+    no evidence about the model, so it is counted in ``failed`` next to pass^k instead of as a wrong answer;
+    an episode past ``--episode-timeout-s`` (``deadline``, removed like a failure) is left out the same way.
     """
-    completed = [s for s in group if s.status is not RolloutSample.Status.FAILED]
+    completed = [s for s in group if not _left_out(s)]
     wins, counts = per_task_outcomes(completed)
     return {
         **domain_summary(group),
         **(pass_hat_ks(wins, counts) if counts else {}),
         **(pass_k_bounds(wins, counts) if counts else {}),
         "tasks": len(counts),
-        "failed": len(group) - len(completed),
+        "failed": sum(s.status is RolloutSample.Status.FAILED for s in group),
         "per_task": per_task_table(completed),
         "trials_per_task": [min(counts), max(counts)] if counts else [0, 0],
         "terminations": dict(Counter(s.metadata.get("termination_reason", "?") for s in group)),
@@ -215,6 +216,11 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
             {f"{m['tau_package']} {m.get('tau_version')}" for m in (s.metadata for s in group) if m.get("tau_package")}
         ),
     }
+
+
+def _left_out(sample: RolloutSample) -> bool:
+    """FAILED, or past its deadline: no evidence about the model (``TerminationReason.is_removed``)."""
+    return sample.status is RolloutSample.Status.FAILED or sample.metadata.get("termination_reason") == "deadline"
 
 
 def format_summary(summary: dict[str, Any]) -> str:

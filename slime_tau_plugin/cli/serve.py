@@ -15,6 +15,7 @@ import time
 from ..envs import BENCHMARKS
 from ..errors import ConfigError
 from ..servers import FAKE_MODELS
+from ..servers.tool_call_formats import FORMATS
 from .args import non_negative_float, port_number, positive_int
 
 
@@ -41,7 +42,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--context-len", type=positive_int, default=32768, help=f"the fake model's context: longer requests get 400 {d}"
     )
-    p.add_argument("--tool-call-format", default="qwen25", help=f"how the oracle writes tool calls {d}")
+    p.add_argument(
+        "--tool-call-format",
+        default="qwen25",
+        choices=sorted(FORMATS),
+        help=f"how the oracle writes tool calls: the SGLang --tool-call-parser that reads them {d}",
+    )
+    p.add_argument(
+        "--faults",
+        default=None,
+        help="inject faults, e.g. 'http_500:0.05,reset:0.02,slow=3:0.01@10' ([target.]kind[=param]:rate[@cap]; "
+        "TAU_FAULTS_SEED seeds them; GET /faults counts them) (default: $TAU_FAULTS, else none)",
+    )
     p.add_argument("--model", default=None, help="a transformers model dir to serve (needs torch) (default: --policy)")
 
 
@@ -52,9 +64,11 @@ def run(ns: argparse.Namespace) -> int:
         from . import serve_model
 
         return serve_model.run(ns)
+    from ..faults import injector_for
     from ..servers import OracleModel, build_sglang_server, select_task_sets
     from ..templates import default_tokenizer_dir, load_tokenizer
 
+    faults = injector_for("policy", ns.faults, source="--faults")  # a bad spec fails before the slow start-up
     started = time.perf_counter()
     tokenizer = load_tokenizer(ns.tokenizer or default_tokenizer_dir())
     task_sets = select_task_sets(ns.benchmark, ns.domain, ns.split) if ns.policy == "oracle" else []
@@ -68,6 +82,7 @@ def run(ns: argparse.Namespace) -> int:
         host=ns.host,
         port=ns.port,
         latency_s=ns.latency_ms / 1000.0,
+        faults=faults,
     )
     server.start()
     print(f"serving policy={ns.policy} at {server.url} after {time.perf_counter() - started:.1f}s", flush=True)

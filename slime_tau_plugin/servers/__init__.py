@@ -16,6 +16,7 @@ from typing import Any
 
 from ..envs import BENCHMARKS, TaskScript, get_backend, installed_domains
 from ..errors import ConfigError
+from ..faults import FaultInjector
 from ..users import scripted_opening
 from .fake_models import EchoModel, OracleModel, ScriptedModel
 from .sglang_server import FakeModel, SGLangServer
@@ -34,13 +35,14 @@ def build_sglang_server(
     host: str = "127.0.0.1",
     port: int = 0,
     latency_s: float = 0.0,
+    faults: FaultInjector | None = None,
 ) -> SGLangServer:
     """Our SGLang-protocol server playing the fake model ``model`` (oracle, scripted or echo).
 
     ``task_sets`` are the (benchmark, domain, split) whose reference solutions the oracle knows; empty
     means every task of every installed benchmark (see :func:`select_task_sets`). The oracle loads them
     in the background (``server.policy.index`` waits for them). ``script`` is the scripted model's JSON
-    file (a list of replies, one per assistant turn).
+    file (a list of replies, one per assistant turn). ``faults`` breaks requests on purpose (``faults.py``).
 
     Raises:
         ConfigError: unknown model, or a scripted model without a usable ``script`` file.
@@ -56,7 +58,7 @@ def build_sglang_server(
         fake = OracleModel(tokenizer, lambda: oracle_scripts(sets), tool_call_format)
     else:
         raise ConfigError(f"fake model {model!r} is unknown; expected one of {', '.join(FAKE_MODELS)}")
-    return SGLangServer(fake, host=host, port=port, latency_s=latency_s, context_len=context_len)
+    return SGLangServer(fake, host=host, port=port, latency_s=latency_s, context_len=context_len, faults=faults)
 
 
 def select_task_sets(

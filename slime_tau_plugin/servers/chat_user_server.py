@@ -10,7 +10,9 @@
 - otherwise ``max_replies`` polite confirmations, then ``###STOP###``.
 
 Latency and failures can be injected (``latency_s``, ``fail_first``, ``fail_status``, ``empty``) to test
-timeouts, retries and FAILED episodes.
+timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faults.py``, target ``user`` or
+``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
+(``http_base.py``), an empty answer or one with only a tool call (here). ``GET /faults`` counts them.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..faults import CHAT_KINDS, FaultInjector
 from .fake_models import ASK_USER
-from .http_base import JSONServer, Reply
+from .fault_injection import chat_fault
+from .http_base import JSONServer, Reply, RequestLog
 
 CONTINUE = "Yes, please go ahead with everything I asked for, using the details I gave you."
 _SCENARIO = (
@@ -57,6 +61,7 @@ class ChatUserServer(JSONServer):
     """Serves :func:`scripted_user_reply` (or any ``reply`` function) as ``/v1/chat/completions``."""
 
     name = "user-server"
+    fault_routes = frozenset({"/v1/chat/completions"})
 
     def __init__(
         self,
@@ -69,18 +74,19 @@ class ChatUserServer(JSONServer):
         empty: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
+        faults: FaultInjector | None = None,
     ) -> None:
         self.reply = reply or (lambda messages, tools: scripted_user_reply(messages, tools, max_replies))
         self.latency_s = latency_s
         self.fail_first = fail_first
         self.fail_status = fail_status
         self.empty = empty
-        self.requests: list[dict[str, Any]] = []
+        self.requests = RequestLog()
         """Every request body, in arrival order."""
-        self.request_headers: list[dict[str, str]] = []
+        self.request_headers = RequestLog()
         """Each request's HTTP headers, aligned with ``requests``."""
         self._lock = threading.Lock()
-        super().__init__(host, port)
+        super().__init__(host, port, faults)
 
     @property
     def base_url(self) -> str:
@@ -97,7 +103,7 @@ class ChatUserServer(JSONServer):
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(headers)
-            failing = len(self.requests) <= self.fail_first
+            failing = self.requests.total <= self.fail_first
         if self.latency_s:
             time.sleep(self.latency_s)
         if failing:
@@ -106,11 +112,13 @@ class ChatUserServer(JSONServer):
         if not isinstance(messages, list) or not messages:
             return 400, {"error": {"message": "messages must be a non-empty list"}}
         message = {"role": "assistant", "content": ""} if self.empty else self.reply(messages, body.get("tools"))
+        if self.faults is not None:
+            message = chat_fault(self.faults.draw(CHAT_KINDS), message)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         choice = {"index": 0, "message": message, "finish_reason": finish}
         words = sum(len(str(m.get("content") or "").split()) for m in messages)
         return 200, {
-            "id": f"chatcmpl-{len(self.requests)}",
+            "id": f"chatcmpl-{self.requests.total}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(body.get("model") or "scripted-user"),

@@ -2,7 +2,7 @@
 
 - ``OracleModel`` reads the conversation like a model would, recognises the task from the scripted
   user's opening message (instruction + ticket id), and replays the task's reference solution: each
-  assistant-side gold action as a tool call in the configured format, each user-side action as a
+  assistant-side gold action as a tool call in the configured format (``tool_call_formats``), each user-side action as a
   request to the user, then a final message carrying the task's expected outputs.
   With the scripted user it scores reward 1.0.
 - ``ScriptedModel`` replays fixed texts turn by turn (fault injection: malformed calls, long replies).
@@ -18,22 +18,16 @@ from typing import Any
 
 from ..blocking import prepare_for_threads
 from ..envs.base import TaskScript
-from ..errors import ConfigError
 from ..templates import ChatTemplate
 from ..users import scripted_opening
 from .sglang_server import ModelOutput
+from .tool_call_formats import format_tool_call, get_format
+
+__all__ = ["ASK_USER", "EchoModel", "OracleModel", "ScriptIndex", "ScriptedModel", "format_tool_call"]
 
 ASK_USER = "Could you please do this on your side:"
 _TICKET = "(Ticket: "
 """How the scripted user's ticket line starts (``users.scripted_opening``)."""
-
-
-def format_tool_call(name: str, arguments: dict[str, Any], fmt: str = "qwen25") -> str:
-    """A tool call written the way a model using SGLang parser ``fmt`` writes it."""
-    if fmt in ("qwen25", "qwen", "hermes"):
-        payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-        return f"<tool_call>\n{payload}\n</tool_call>"
-    raise ConfigError(f"the oracle cannot write tool calls in format {fmt!r}; supported: qwen25, qwen, hermes")
 
 
 class _TextModel:
@@ -115,8 +109,8 @@ class OracleModel(_TextModel):
         tool_call_format: str = "qwen25",
     ) -> None:
         super().__init__(tokenizer)
-        self._bot = format_tool_call("x", {}, tool_call_format).split("\n", 1)[0]  # also validates the format
-        self.tool_call_format = tool_call_format
+        self.format = get_format(tool_call_format)  # refuses an unknown format before any request
+        self._bot = self.format.start
         self._user_turn = self._user_turn_markers()
         self._index: ScriptIndex | None = None
         self._error: Exception | None = None
@@ -170,13 +164,14 @@ class OracleModel(_TextModel):
             return "I am sorry, I do not recognise this task."
         end, script = found
         after = text[end:]
-        step = after.count(self._bot) + after.count(ASK_USER)
+        calls = after.count(self._bot)
+        step = calls + after.count(ASK_USER)
         actions = script.gold_actions
         if step < len(actions):
             action = actions[step]
             if action.requestor == "user":
                 return f"{ASK_USER} {action.name} {json.dumps(action.arguments, ensure_ascii=False)}"
-            return format_tool_call(action.name, action.arguments, self.tool_call_format)
+            return self.format.write(action.name, action.arguments, calls)
         if script.gold_outputs:
             return "Here is what I found: " + "; ".join(script.gold_outputs) + ". Is there anything else?"
         return "Everything you asked for is done. Is there anything else I can help you with?"

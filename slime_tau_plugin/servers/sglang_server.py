@@ -44,7 +44,9 @@ token unless ``include_stop_str_in_output`` while ``token_ids`` and the log-prob
 What the "model" says comes from a :class:`FakeModel` (``fake_models.py``): token ids in, token ids
 out. Log-probs are a deterministic function of (token id, position), so tests can check that the
 client stored them in the right places. ``latency_s`` is waited per request on the request's own
-event, so an abort ends the wait at once.
+event, so an abort ends the wait at once. A ``faults`` injector (``faults.py``) breaks requests on purpose:
+the HTTP exchange in ``http_base.py``, the output here through ``fault_injection.py``; ``GET /faults``
+counts them.
 """
 
 from __future__ import annotations
@@ -59,19 +61,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from ..faults import MODEL_KINDS, FaultInjector, FaultKind, FaultRule
 from .completions_wire import completion_body, openai_error
-from .http_base import JSONServer, Reply
+from .fault_injection import ServerFaultError, after_render, context_length_message, model_fault
+from .http_base import JSONServer, Reply, RequestLog
+
+__all__ = ["ABORT_FINISH", "FakeModel", "ModelOutput", "SGLangServer", "ServerFaultError", "fake_logprob"]
 
 ABORT_FINISH = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
 """SGLang's ``FINISH_ABORT().to_json()``: what an aborted request reports."""
-
-
-class ServerFaultError(Exception):
-    """Raised by a policy to make the server answer with an HTTP error (fault injection)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +94,8 @@ class _Generated:
     ids: list[int]
     finish: dict[str, Any]
     """SGLang's ``finish_reason`` object."""
+    fault: FaultRule | None = None
+    """The output fault injected into it, if any (the renderers apply ``logprob_mismatch``)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -139,6 +139,7 @@ class SGLangServer(JSONServer):
     """Runs a :class:`FakeModel` behind SGLang's (and sglang-router's) HTTP protocol in a background thread."""
 
     name = "policy-server"
+    fault_routes = frozenset({"/generate", "/v1/completions"})
 
     def __init__(
         self,
@@ -149,23 +150,24 @@ class SGLangServer(JSONServer):
         context_len: int = 32768,
         latency_s: float = 0.0,
         weight_version: str = "default",
+        faults: FaultInjector | None = None,
     ) -> None:
         self.policy = policy
         self.context_len = context_len
         self.latency_s = latency_s
         self.weight_version = weight_version
-        self.requests: list[dict[str, Any]] = []
-        """Every /generate body received, in order (tests read it to check TITO)."""
-        self.completion_requests: list[dict[str, Any]] = []
-        """Every /v1/completions body received, in order."""
-        self.request_headers: list[dict[str, str]] = []
+        self.requests = RequestLog()
+        """The latest /generate bodies received, in order (tests read it to check TITO)."""
+        self.completion_requests = RequestLog()
+        """The latest /v1/completions bodies received, in order."""
+        self.request_headers = RequestLog()
         """The HTTP headers of each /generate request, aligned with ``requests``."""
         self.flushes = 0
         """How many ``/flush_cache`` calls succeeded."""
         self.worker_id = str(uuid.uuid4())
         self._running: set[_InFlight] = set()
         self._lock = threading.Lock()
-        super().__init__(host, port)
+        super().__init__(host, port, faults)
 
     @property
     def worker_url(self) -> str:
@@ -285,7 +287,7 @@ class SGLangServer(JSONServer):
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(dict(headers or {}))
-            number = len(self.requests)
+            number = self.requests.total
         if not isinstance(body, dict):
             return validation_error("input_ids", "the body must be a JSON object")
         input_ids = body.get("input_ids")
@@ -296,13 +298,7 @@ class SGLangServer(JSONServer):
         params = body.get("sampling_params") or {}
         max_new = params.get("max_new_tokens")
         if max_new is not None and len(input_ids) + int(max_new) > self.context_len:
-            return 400, {
-                "error": {
-                    "message": f"Requested token count exceeds the model's maximum context length of "
-                    f"{self.context_len} tokens. You requested a total of {len(input_ids) + int(max_new)} tokens: "
-                    f"{len(input_ids)} tokens from the input messages and {max_new} tokens for the completion."
-                }
-            }
+            return 400, {"error": {"message": context_length_message(self.context_len, len(input_ids), int(max_new))}}
         generated = self._generate(str(body.get("rid") or f"req-{number}"), input_ids, params, max_new)
         if not isinstance(generated, _Generated):
             return generated
@@ -316,13 +312,13 @@ class SGLangServer(JSONServer):
             "weight_version": self.weight_version,
             "output_token_logprobs": [[fake_logprob(t, i), t, None] for i, t in enumerate(ids)],
         }
-        return 200, {"text": self.decode(ids), "output_ids": ids, "meta_info": meta}
+        return 200, after_render(generated.fault, {"text": self.decode(ids), "output_ids": ids, "meta_info": meta})
 
     def handle_completions(self, body: Any, headers: dict[str, str] | None = None) -> Reply:
         """vLLM's ``/v1/completions`` for a token-id prompt, played by the same fake model."""
         with self._lock:
             self.completion_requests.append(body)
-            number = len(self.completion_requests)
+            number = self.completion_requests.total
         if not isinstance(body, dict):
             return openai_error(400, "the body must be a JSON object")
         prompt = body.get("prompt")
@@ -347,30 +343,38 @@ class SGLangServer(JSONServer):
             return generated
         ids = generated.ids
         log_probs = [fake_logprob(t, i) for i, t in enumerate(ids)]
-        return 200, completion_body(
-            body,
-            prompt,
-            ids,
-            log_probs,
-            generated.finish["type"],
-            self.decode,
-            rid=generated.rid,
-            model_id=self.model_id,
-            weight_version=self.weight_version,
+        return 200, after_render(
+            generated.fault,
+            completion_body(
+                body,
+                prompt,
+                ids,
+                log_probs,
+                generated.finish["type"],
+                self.decode,
+                rid=generated.rid,
+                model_id=self.model_id,
+                weight_version=self.weight_version,
+            ),
         )
 
     def _generate(self, rid: str, input_ids: list[int], params: dict[str, Any], max_new: Any) -> _Generated | Reply:
         """Run the fake model as one in-flight (abortable) request; apply the token limit and an abort."""
         request = _InFlight(rid, len(input_ids))
+        fault = self.faults.draw(MODEL_KINDS) if self.faults is not None else None
         with self._lock:
             self._running.add(request)
         try:
             try:
                 out = self.policy.generate(input_ids, params)
+                if fault is not None:
+                    out = model_fault(fault, out, self.policy, self.context_len, len(input_ids))
             except ServerFaultError as fault:
                 return fault.status, {"error": {"message": str(fault)}}
             if self.latency_s:
                 request.aborted.wait(self.latency_s)
+            if fault is not None and fault.kind is FaultKind.ABORT_ALL:  # once its own work is done, like slime's
+                self.abort(abort_all=True)
         finally:
             with self._lock:
                 self._running.discard(request)
@@ -384,7 +388,7 @@ class SGLangServer(JSONServer):
             ids, finish = ids[:limit], {"type": "length", "length": limit}
         else:
             finish = {"type": "stop", "matched": ids[-1] if ids else None}
-        return _Generated(rid, ids, finish)
+        return _Generated(rid, ids, finish, fault)
 
     def decode(self, ids: list[int], *, skip_special_tokens: bool = False) -> str:
         tokenizer = getattr(self.policy, "tokenizer", None)

@@ -166,7 +166,7 @@ def test_resume_refuses_another_task_set(flags, setting, qwen25_dir, tau2_backen
 def test_a_policy_server_killed_mid_run_is_failures_not_wrong_answers(slow_server, qwen25_dir, tmp_path):
     server, url = slow_server
     out = tmp_path / "run"
-    proc = start_rollout(url, qwen25_dir, out, "--concurrency", "4")
+    proc = start_rollout(url, qwen25_dir, out, "--concurrency", "4", "--outage-tolerance-s", "2")
     wait_for_rows(proc, out, 3)
     server.kill()
     stdout, stderr = proc.communicate(timeout=240)
@@ -190,7 +190,9 @@ def test_a_policy_server_killed_mid_run_is_failures_not_wrong_answers(slow_serve
 def test_a_raised_threshold_lets_a_partly_failed_run_exit_0(slow_server, qwen25_dir, tmp_path):
     server, url = slow_server
     out = tmp_path / "run"
-    proc = start_rollout(url, qwen25_dir, out, "--concurrency", "4", "--max-failed-share", "1")
+    proc = start_rollout(
+        url, qwen25_dir, out, "--concurrency", "4", "--max-failed-share", "1", "--outage-tolerance-s", "2"
+    )
     wait_for_rows(proc, out, 3)
     server.kill()
     _, stderr = proc.communicate(timeout=240)

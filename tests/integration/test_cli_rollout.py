@@ -73,6 +73,8 @@ def pairs_of(rows: list[dict]) -> list[tuple[str, int]]:
         (["--max-turns", "0"], "--max-turns"),
         (["--max-context-len", "0"], "--max-context-len"),
         (["--judge-timeout-s", "0"], "--judge-timeout-s"),
+        (["--max-errors", "-1"], "--max-errors"),
+        (["--max-steps", "-2"], "--max-steps"),
     ],
 )
 def test_bad_values_are_refused_in_one_line(flags, flag, tmp_path):
@@ -353,3 +355,56 @@ def test_a_domain_only_taus_registry_lists_plays_and_a_typo_is_one_line(tmp_path
     assert "pass^1=" in proc.stdout and "[" in proc.stdout.split("pass^1=")[1].splitlines()[0]
     typo = slime_tau(["rollout", "--domain", "mok", "--out", str(tmp_path / "x")])
     assert_one_line_error(typo, "'mok' is unknown; expected one of airline, retail, telecom, mock")
+
+
+FAILING_CALL = '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "#W0000000"}}\n</tool_call>'
+"""A real retail tool asked for an order that does not exist: τ answers it with an error, every turn."""
+
+
+def test_an_unknown_agent_error_rule_is_one_line_naming_the_choices():
+    done = slime_tau(["rollout", "--agent-error-rule", "lenient"])
+    lines = error_lines(done.stderr)
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "--agent-error-rule" in lines[0] and "'lenient'" in lines[0]
+    assert all(rule in lines[0] for rule in ("off", "empty", "strict")), lines[0]
+
+
+def test_termination_flags_end_episodes_where_tau_would_and_are_recorded(tmp_path):
+    """``--max-errors N``: a policy that repeats a failing call ends ``too_many_errors`` after N errors, scored 0;
+    ``0`` turns the rule off (the episode runs into ``--max-turns``); ``--agent-error-rule strict`` ends a turn that
+    sends text together with a tool call."""
+    pytest.importorskip("tau2")
+    script = tmp_path / "failing.json"
+    script.write_text(json.dumps([FAILING_CALL]))
+    chatty = tmp_path / "chatty.json"
+    chatty.write_text(json.dumps([f"Let me look that up.\n{FAILING_CALL}"]))
+    base = ["rollout", "--tasks", "0", "--policy", "scripted", "--json"]
+    cases = {
+        "errors3": (["--script", str(script), "--max-errors", "3"], "too_many_errors", 3),
+        "off": (["--script", str(script), "--max-errors", "0", "--max-steps", "0", "--max-turns", "5"], "max_turns", 5),
+        "strict": (["--script", str(chatty), "--agent-error-rule", "strict"], "agent_error", 0),
+    }
+    for name, (flags, termination, tool_calls) in cases.items():
+        done = slime_tau([*base, *flags, "--out", str(tmp_path / name)])
+        assert done.returncode == 0, done.stderr
+        (row,) = rows_of(tmp_path / name)
+        meta = row["metadata"]
+        assert meta["termination_reason"] == termination, (name, meta["termination_reason"])
+        assert row["reward"] == 0.0 and row["status"] == "truncated", name
+        assert meta["tool_calls"] == tool_calls and meta["tool_errors"] == tool_calls, name
+        assert json.loads(done.stdout)["domains"]["tau2/retail"]["terminations"] == {termination: 1}
+    records = {name: json.loads((tmp_path / name / "summary.json").read_text())["run"] for name in cases}
+    assert records["errors3"]["limits"] == {"max_errors": 3, "max_steps": 100, "agent_error_rule": "empty"}
+    assert records["off"]["limits"] == {"max_errors": None, "max_steps": None, "agent_error_rule": "empty"}
+    assert records["strict"]["limits"]["agent_error_rule"] == "strict"
+    again = slime_tau(
+        [*base, *cases["errors3"][0], "--max-errors", "4", "--out", str(tmp_path / "errors3"), "--resume"]
+    )
+    assert_one_line_error(again, "--resume", "limits=")
+
+
+def test_messages_about_the_termination_keys_name_the_rollout_flags():
+    from slime_tau_plugin.cli.flag_names import in_cli_terms
+
+    text = "tau_max_errors=-1 is invalid; tau_max_steps and tau_agent_error_rule too"
+    assert in_cli_terms(text) == "--max-errors=-1 is invalid; --max-steps and --agent-error-rule too"

@@ -1,4 +1,4 @@
-"""ChatTemplate arithmetic against FakeTokenizer: prompt ids, end-of-turn, continuations and TITO fidelity."""
+"""ChatTemplate arithmetic against FakeTokenizer: prompt ids, end-of-turn, continuations, TITO fidelity, the probe."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.template_probe import Fidelity, TemplateMode
 from slime_tau_plugin.templates import ChatTemplate
 from slime_tau_plugin.trajectory import Trajectory
 from tests.fakes import FakeTokenizer
@@ -31,9 +32,31 @@ OPENING = [
 Turn = tuple[list[int], list[dict[str, Any]]]
 
 
-def _template(kind: str = "chatml", **template_kwargs: Any) -> tuple[FakeTokenizer, ChatTemplate]:
+def _template(
+    kind: str = "chatml", source: str | None = None, **template_kwargs: Any
+) -> tuple[FakeTokenizer, ChatTemplate]:
     tok = FakeTokenizer(kind)
+    if source is not None:
+        tok.chat_template = source
     return tok, ChatTemplate(tok, TOOLS, template_kwargs)
+
+
+_TURN = "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}"
+_GENERATION = "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+STATEFUL = (  # like DeepSeek V3: the first tool output of the conversation opens a list, later ones continue it
+    "{%- set ns = namespace(opened=false) -%}{%- for m in messages -%}"
+    "{%- if m.role == 'tool' and ns.opened -%}{{- '<|im_start|>more\\n' + m.content + '<|im_end|>\\n' -}}"
+    "{%- elif m.role == 'tool' -%}{{- '<|im_start|>tools\\n' + m.content + '<|im_end|>\\n' -}}"
+    "{%- set ns.opened = true -%}"
+    "{%- else -%}" + _TURN + "{%- endif -%}{%- endfor -%}" + _GENERATION
+)
+REJECTS_TOOLS = (
+    "{%- for m in messages -%}{%- if m.role == 'tool' -%}{{- raise_exception('No tool role.\\nSorry') -}}{%- endif -%}"
+    + _TURN
+    + "{%- endfor -%}"
+    + _GENERATION
+)
+DROPS_TOOLS = "{%- for m in messages if m.role != 'tool' -%}" + _TURN + "{%- endfor -%}" + _GENERATION
 
 
 def _roll(ct: ChatTemplate, opening: list[dict[str, Any]], turns: Sequence[Turn]) -> tuple[Trajectory, list[dict]]:
@@ -43,7 +66,7 @@ def _roll(ct: ChatTemplate, opening: list[dict[str, Any]], turns: Sequence[Turn]
     for model_ids, new_messages in turns:
         traj.add_model_turn(model_ids, [-1.0] * len(model_ids))
         messages.append({"role": "assistant", "content": ct.decode(model_ids)})
-        continuation = ct.continuation_ids(new_messages)
+        continuation = ct.continuation_ids(new_messages, messages)
         assert continuation is not None
         traj.add_continuation(continuation)
         messages.extend(new_messages)
@@ -213,3 +236,50 @@ def test_unsafe_continuation_differs_from_full_render_only_at_the_merged_boundar
     assert held[boundary : boundary + 2] == tok.encode("D") + tok.encode("\n")
     assert full[boundary] == tok.encode("D\n")[0]
     assert held[boundary + 2 :] == full[boundary + 1 :]
+
+
+# --- the probe: which continuation is exact, and which templates are refused ---------------------------------
+
+
+def test_probe_of_non_rewriting_chatml_keeps_anchored_continuations_and_is_exact() -> None:
+    _, ct = _template()
+    assert (ct.mode, ct.probe.fidelity, ct.probe.exact_prefixes) == (TemplateMode.ANCHORED, Fidelity.EXACT, 6)
+
+
+def test_probe_documents_history_rewriting_and_plain_text_end_of_turn() -> None:
+    assert _template("think")[1].probe.fidelity is Fidelity.REWRITES_HISTORY
+    assert _template("text_eot")[1].probe.fidelity is Fidelity.UNSAFE_BOUNDARY
+
+
+def test_stateful_template_gets_rendered_history_continuations_that_equal_the_whole_render() -> None:
+    tok, ct = _template(source=STATEFUL)
+    assert (ct.mode, ct.probe.fidelity) == (TemplateMode.RENDERED_HISTORY, Fidelity.EXACT)
+    turns = [
+        (_model(ct, CALL), [{"role": "tool", "content": "shipped"}]),
+        (_model(ct, "Shipped."), [{"role": "user", "content": "and again?"}]),
+        (_model(ct, CALL), [{"role": "tool", "content": "still"}, {"role": "tool", "content": "eta 2d"}]),
+    ]
+    traj, messages = _roll(ct, OPENING, turns)
+    assert traj.ids == tok.encode(ct.render(messages, add_generation_prompt=True))
+    assert tok.decode(traj.ids).count("<|im_start|>more\n") == 2
+    anchored = ct.continuation_text(turns[2][1], messages[:-2], mode=TemplateMode.ANCHORED)
+    assert anchored.startswith("\n<|im_start|>tools\n")  # what a placeholder turn would have held
+
+
+def test_rendered_history_mode_needs_the_conversation_so_far() -> None:
+    _, ct = _template(source=STATEFUL)
+    with pytest.raises(ValueError, match="conversation so far"):
+        ct.continuation_ids([{"role": "tool", "content": "x"}])
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        (REJECTS_TOOLS, "cannot render a τ conversation (system, user, assistant, tool, tool...): No tool role. Sorry"),
+        (DROPS_TOOLS, "drops 'tool' messages from a τ conversation"),
+    ],
+)
+def test_template_that_cannot_render_a_tau_conversation_is_refused_in_one_line(source: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _template(source=source)
+    assert str(info.value) == f"tokenizer 'fake/chatml' cannot run τ episodes: its chat template {reason}"

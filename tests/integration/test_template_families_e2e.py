@@ -1,0 +1,108 @@
+"""Every real chat template end to end through slime's ``generate``: oracle episodes on τ² retail, real HTTP.
+
+Exact families hold ``tokenize(apply_chat_template(messages))`` (Qwen2.5, Llama 3.1, and DeepSeek V3 through
+rendered-history continuations); Qwen3 differs only in its hidden old ``<think>`` blocks (documented);
+Gemma 3 is refused before any episode, by ``generate`` (``ConfigError``) and by the CLI (exit 2, one line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from slime_tau_plugin.data import task_row
+from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.generate import generate
+from tests.contracts.slime_sample import Sample
+from tests.invariants import assert_sample_invariants, assert_tito
+from tests.unit.test_template_families import _tokenizer, tokenizer_dir
+
+SAMPLING = {"temperature": 1.0, "max_new_tokens": 2048, "no_stop_trim": True, "skip_special_tokens": False}
+TASKS = 8
+FAMILIES = {  # family: (template_mode, exact)
+    "qwen2_5": ("anchored", True),
+    "llama3_1": ("anchored", True),
+    "deepseek_v3": ("rendered_history", True),
+    "qwen3": ("anchored", False),
+}
+THINK = re.compile(r"<think>.*?</think>\s*", re.S)
+
+
+def _args(url: str, tokenizer_path: str) -> SimpleNamespace:
+    host, port = url.removeprefix("http://").split(":")
+    return SimpleNamespace(
+        hf_checkpoint=tokenizer_path,
+        sglang_router_ip=host,
+        sglang_router_port=int(port),
+        rollout_max_context_len=32768,
+        rollout_max_response_len=None,
+        partial_rollout=False,
+        tau_record_messages=True,
+        tau_scripted_user_ticket=True,  # the built-in oracle recognises a task by the scripted user's ticket line
+    )
+
+
+def _requests(server, sample) -> list[dict]:
+    mine = [r for r in server.requests if str(r.get("rid", "")).startswith(f"{sample.session_id}-")]
+    return sorted(mine, key=lambda r: int(r["rid"].rsplit("-", 1)[1]))
+
+
+async def _play(args: SimpleNamespace, samples: list) -> None:
+    await asyncio.gather(*[generate(args, s, SAMPLING) for s in samples])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_oracle_rollout_through_generate_is_exact_or_documented_per_family(
+    tau2_backend, oracle_server_factory, family: str
+) -> None:
+    mode, exact = FAMILIES[family]
+    path = tokenizer_dir(family)
+    tokenizer = _tokenizer(path)
+    server = oracle_server_factory(tokenizer, (("retail", "train"),))
+    refs = tau2_backend.task_refs("retail", "train")[:TASKS]
+    samples = [
+        Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"{family}-{i}")
+        for i, row in enumerate(task_row(j, ref) for j, ref in enumerate(refs))
+    ]
+    args = _args(server.url, path)
+    asyncio.run(_play(args, samples))
+    matched = 0
+    for sample in samples:
+        assert_sample_invariants(sample)
+        assert_tito(sample, _requests(server, sample))
+        assert sample.reward == 1.0, sample.metadata.get("error") or sample.metadata.get("reward_info")
+        assert (sample.metadata["template_mode"], sample.metadata["template_fallbacks"]) == (mode, 0)
+        meta = sample.metadata
+        text = tokenizer.apply_chat_template(meta["messages"], tools=meta["tools"], tokenize=False)
+        full = tokenizer.encode(text, add_special_tokens=False)
+        if exact:  # Qwen's render ends the last turn with a "\n" the model never sampled
+            tail = full[len(sample.tokens) :]
+            matched += full[: len(sample.tokens)] == sample.tokens and not tokenizer.decode(tail).strip()
+        else:
+            held = tokenizer.decode(sample.tokens)
+            assert held != text.rstrip("\n")
+            matched += THINK.sub("", held) == THINK.sub("", text).rstrip("\n")
+    assert matched == TASKS, f"{family}: {matched}/{TASKS} samples equal the template's render"
+
+
+def test_generate_refuses_gemma3_before_any_episode(tau2_backend) -> None:
+    sample = Sample(prompt=0, metadata={}, session_id="gemma3-0")
+    args = _args("http://127.0.0.1:9", tokenizer_dir("gemma3"))  # nothing listens: no request may be sent
+    with pytest.raises(ConfigError, match=r"gemma3' cannot run τ episodes: .*roles must alternate"):
+        asyncio.run(generate(args, sample, SAMPLING))
+    assert not sample.metadata
+
+
+def test_cli_refuses_gemma3_with_one_line_and_exit_2(tmp_path) -> None:
+    path = tokenizer_dir("gemma3")
+    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "rollout", "--tokenizer", path, "--tasks", "0"]
+    proc = subprocess.run([*cmd, "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("slime-tau rollout: error:")]
+    assert len(lines) == 1 and f"tokenizer {path!r} cannot run τ episodes" in lines[0], proc.stderr
+    assert "roles must alternate" in lines[0]
