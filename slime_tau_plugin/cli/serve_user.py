@@ -9,7 +9,6 @@ the last :data:`KEPT_REQUESTS` request bodies (tests read them; a long run must 
 from __future__ import annotations
 
 import argparse
-import threading
 
 from .args import non_negative_float, non_negative_int, port_number
 
@@ -47,11 +46,6 @@ def run(ns: argparse.Namespace) -> int:
     server.requests.limit = server.request_headers.limit = KEPT_REQUESTS
     server.start()
     print(f"serving the scripted user simulator at {server.base_url}", flush=True)
-    try:
-        print("Ctrl-C to stop", flush=True)
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    print("Ctrl-C to stop", flush=True)
+    server.serve_until_interrupted()
     return 0

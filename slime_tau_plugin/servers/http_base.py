@@ -144,6 +144,15 @@ class JSONServer:
     def serve_forever(self) -> None:
         self._httpd.serve_forever()
 
+    def serve_until_interrupted(self) -> None:
+        """Serve (already started) until Ctrl-C or SIGTERM's KeyboardInterrupt, then stop: a command's main loop."""
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
     def stop(self) -> None:
         """Stop listening and cut every open connection, as a process that dies would."""
         self._httpd.shutdown()

@@ -11,7 +11,6 @@ a /generate body) keep the last :data:`KEPT_REQUESTS` entries instead of the ser
 from __future__ import annotations
 
 import argparse
-import threading
 
 KEPT_REQUESTS = 256
 
@@ -42,12 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         log.limit = KEPT_REQUESTS
     server.start()
     print(f"serving the oracle policy for tau2/{ns.domain}/{ns.split} at {server.url}", flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    server.serve_until_interrupted()
     return 0
 
 
