@@ -11,7 +11,7 @@ bash scripts/fetch_test_tokenizers.sh
 if python -c "import tau_bench" 2>/dev/null; then export TAU_REQUIRE_V1=1; fi
 ruff check .
 ruff format --check .
-python -m pytest -q tests "$@"
+python -m pytest -q --durations=15 tests "$@"  # the 15 slowest listed: CI must stay near 20 min
 bash scripts/test_sglang_pinned.sh  # the parser tests again on the SGLang slime's image pins (~25 s)
 # verl's real agent-loop classes need torch: a second venv (.venv-verl), CPU torch + verl 0.9.1.
 [ "${SKIP_VERL_TESTS:-0}" = 1 ] || bash scripts/test_verl.sh

@@ -258,7 +258,7 @@ class TauAgentLoop(AgentLoopBase):
     ) -> dict[str, Any]:
         c, task = result.counters, result.task
         status = result.termination.status
-        if not trains and status in (SampleStatus.COMPLETED, SampleStatus.TRUNCATED):  # cut by verl's prompt length
+        if not trains and result.termination.is_trainable:  # cut by verl's prompt length
             status = SampleStatus.FAILED
         record = self.tau_config.record_messages
         return {

@@ -245,3 +245,37 @@ def test_routed_experts_of_the_last_turn_and_zeros_for_a_failure(tmp_path, tau2_
     assert failed.routed_experts.shape == (total, 3, 2) and not failed.routed_experts.any()
     batch = verl_batch(config, qwen25, [ok, failed], rows)  # verl concatenates every output's array
     assert batch.batch["routed_experts"].shape[0] == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "cause"),
+    [
+        ("env_raise:1", "failed", "InjectedFaultError"),
+        ("reward_raise:1", "failed", "reward failed"),
+        ("env_hang=3:1", "failed", "timed out"),
+    ],
+)
+def test_an_env_fault_gives_an_untrained_output_and_nothing_raises(
+    tmp_path, tau2_backend, qwen25, oracle_server, monkeypatch, spec, status, cause
+):
+    """``TAU_FAULTS`` env kinds (``envs/faulty.py``) under verl's loop: a FAILED output, never an exception."""
+    from slime_tau_plugin.faults import reset_process_injectors
+
+    monkeypatch.setenv("TAU_FAULTS", spec)
+    reset_process_injectors()
+    config = verl_config("+tau.env_timeout_s=1.5", "+tau.env_workers=3")  # its own resources: wrapped in faults
+    rows = dataset_rows(tmp_path, config, qwen25, refs_with_tasks(tau2_backend, "retail", "train", 1))
+    out = run_rows(lambda: make_loop(config, HTTPServerManager(oracle_server.url), qwen25), rows)[0]
+    monkeypatch.delenv("TAU_FAULTS")
+    reset_process_injectors()
+    assert_output_invariants(out, config)
+    assert out.extra_fields["status"] == status and cause in out.extra_fields["error"], out.extra_fields["error"]
+
+
+def test_an_episode_past_its_deadline_is_truncated_and_untrained(tmp_path, tau2_backend, qwen25, oracle_server):
+    config = verl_config("+tau.episode_timeout_s=0.001")
+    rows = dataset_rows(tmp_path, config, qwen25, refs_with_tasks(tau2_backend, "retail", "train", 1))
+    out = run_rows(lambda: make_loop(config, HTTPServerManager(oracle_server.url), qwen25), rows)[0]
+    assert_output_invariants(out, config)
+    assert out.extra_fields["termination_reason"] == "deadline" and out.extra_fields["status"] == "truncated"
+    assert out.reward_score == 0.0 and sum(out.response_mask) == 0
