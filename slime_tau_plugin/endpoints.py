@@ -150,6 +150,7 @@ class EndpointGuard:
     _last_probe: float = 0.0
     _probe: asyncio.Future | None = None
     _last_log: float = -LOG_INTERVAL_S
+    _reported: bool = False
     _slots: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
     @contextlib.asynccontextmanager
@@ -193,6 +194,11 @@ class EndpointGuard:
     def record_success(self) -> None:
         if self.is_open:
             logger.warning("%s endpoint %s answers again; its breaker is closed", self.role.value, self.url)
+        elif self._reported and self.down_since is not None:  # the outage note_waiting reported is over
+            logger.warning(
+                "%s endpoint %s answers again after %.0fs", self.role.value, self.url, self.outage_s(time.monotonic())
+            )
+        self._reported = False
         self.down_since = None
         self.is_open = False
         self.has_answered = True
@@ -236,6 +242,7 @@ class EndpointGuard:
         """One line per endpoint per minute while requests wait for it."""
         if now - self._last_log >= LOG_INTERVAL_S:
             self._last_log = now
+            self._reported = True
             logger.warning(
                 "%s endpoint %s has failed every request for %.0fs; %d request(s) wait for it (up to "
                 "tau_outage_tolerance_s=%gs, then their episodes FAIL)",
@@ -249,6 +256,18 @@ class EndpointGuard:
 
 _guards: dict[tuple[EndpointRole, str], EndpointGuard] = {}
 """One guard per (role, URL) for the process; bounded by the endpoints a run configures."""
+_answered: set[tuple[EndpointRole, str]] = set()
+"""Endpoints a pre-flight check saw answer before their guard existed (bounded like ``_guards``)."""
+
+
+def note_answered(role: EndpointRole, url: str) -> None:
+    """A pre-flight request (the CLI's) got an answer: an outage from now on is waited for, even before the
+    first episode's request succeeds (a server restarted while the run starts costs time, not samples)."""
+    key = (role, url.rstrip("/"))
+    if key in _guards:
+        _guards[key].has_answered = True
+    else:
+        _answered.add(key)
 
 
 def guard_for(role: EndpointRole, url: str, settings: GuardSettings) -> EndpointGuard:
@@ -256,7 +275,7 @@ def guard_for(role: EndpointRole, url: str, settings: GuardSettings) -> Endpoint
     key = (role, url.rstrip("/"))
     guard = _guards.get(key)
     if guard is None:
-        guard = _guards[key] = EndpointGuard(role, key[1], settings)
+        guard = _guards[key] = EndpointGuard(role, key[1], settings, has_answered=key in _answered)
     return guard
 
 
@@ -267,6 +286,7 @@ def breaker_openings() -> dict[str, int]:
 
 def forget_endpoint_history() -> None:
     """Every guard back to "never answered, closed" (a new run in the same process, tests, the soak)."""
+    _answered.clear()
     for guard in _guards.values():
         guard.down_since = None
         guard.is_open = False

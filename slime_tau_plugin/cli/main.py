@@ -76,6 +76,19 @@ class SampleTracebackFilter(logging.Filter):
         return self.verbosity > 0 or not (record.exc_info and record.name == FAILURE_BOUNDARY_LOGGER)
 
 
+class FlagNamesFilter(logging.Filter):
+    """Log lines name the ``rollout`` flags a CLI user typed, not the YAML keys (``tau_user_model`` ->
+    ``--user-model``), like the CLI's error lines (``flag_names.in_cli_terms``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from .flag_names import in_cli_terms
+
+        message = record.getMessage()
+        if "tau_" in message:
+            record.msg, record.args = in_cli_terms(message), None
+        return True
+
+
 class RepeatFilter(logging.Filter):
     """Below ``-v``, a warning that differs from an earlier one only in its ids (task, trial, rid) is dropped.
 
@@ -110,6 +123,7 @@ def configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SampleTracebackFilter(verbosity))
+    handler.addFilter(FlagNamesFilter())
     if verbosity == 0:
         handler.addFilter(RepeatFilter())
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])

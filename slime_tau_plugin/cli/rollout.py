@@ -19,6 +19,7 @@ from typing import Any
 
 from ..choices import AgentErrorRule, NLAssertionMode, PolicyApi, RewardMode, UserKind
 from ..config import TauConfig
+from ..endpoints import EndpointRole, note_answered
 from ..errors import ConfigError
 from ..servers import FAKE_MODELS
 from .args import (
@@ -270,8 +271,10 @@ def run(ns: argparse.Namespace) -> int:
         config = rollout_config(ns, tokenizer_dir, policy_url=ns.sglang_url, user_base_url=user_url)
         if ns.sglang_url is not None:
             check_policy(ns.sglang_url)
+            note_answered(EndpointRole.POLICY, ns.sglang_url)  # an outage from now on is waited for
         if ns.user_base_url is not None:
             check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
+            note_answered(EndpointRole.USER, config.user_endpoint().base_url)
         if config.judge_endpoint() is not None:
             check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
         tokenizer = load_tokenizer(tokenizer_dir)

@@ -201,8 +201,11 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
     """
     completed = [s for s in group if not _left_out(s)]
     wins, counts = per_task_outcomes(completed)
+    counted = domain_summary(completed) if completed else {}
     return {
         **domain_summary(group),
+        "reward_mean": counted.get("reward_mean", 0.0),  # like pass^k: over the samples that completed
+        "pass_rate": counted.get("pass_rate", 0.0),
         **(pass_hat_ks(wins, counts) if counts else {}),
         **(pass_k_bounds(wins, counts) if counts else {}),
         "tasks": len(counts),

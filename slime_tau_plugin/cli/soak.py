@@ -101,7 +101,10 @@ def run(ns: argparse.Namespace) -> int:
     if not tokenizer.is_absolute() and not tokenizer.exists() and (checkout / tokenizer).exists():
         tokenizer = checkout / tokenizer
     if not (tokenizer / "tokenizer_config.json").is_file():
-        raise ConfigError(f"--tokenizer {ns.tokenizer}: no tokenizer_config.json there; pass a tokenizer directory")
+        hint = " (fetch it: bash scripts/fetch_test_tokenizers.sh)" if ns.tokenizer == DEFAULT_TOKENIZER else ""
+        raise ConfigError(
+            f"--tokenizer {ns.tokenizer}: no tokenizer_config.json there{hint}; pass a tokenizer directory"
+        )
     kinds = parse_kinds(ns.kinds) if ns.kinds is not None else default_kinds(ns.request_timeout_s)
     settings = SoakSettings(
         episodes=ns.episodes,

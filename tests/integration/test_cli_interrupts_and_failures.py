@@ -176,6 +176,9 @@ def test_a_policy_server_killed_mid_run_is_failures_not_wrong_answers(slow_serve
     assert summary["failed"] >= 1 and domain["failed"] == summary["failed"]
     completed = summary["samples"] - summary["failed"]
     assert sum(trials for _, trials in domain["per_task"].values()) == completed, "pass^k counts the completed"
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    kept = [row["reward"] for row in rows if row["status"] != "failed"]
+    assert len(kept) == completed and domain["reward_mean"] == pytest.approx(sum(kept) / len(kept)), "so is the mean"
     assert f"above --max-failed-share 0.1; pass^k counts only the {completed} that completed" in stderr
     assert f"({summary['failed']} more FAILED, not counted in pass^k)" in stdout
     warnings = [line for line in error_lines(stderr) if line.startswith("WARNING")]

@@ -230,3 +230,30 @@ def test_a_script_that_calls_generate_exits_without_unclosed_sessions(oracle_ser
     assert done.stdout.strip().splitlines()[-1] == "COMPLETED"
     for noise in ("Unclosed client session", "Unclosed connector", "Exception ignored"):
         assert noise not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_user_server_seen_by_a_pre_flight_check_is_waited_for_from_the_first_request(
+    tau2_backend, qwen25, qwen25_dir, oracle_server_factory
+):
+    """The CLI's pre-flight saw the user answer (``note_answered``); it restarts before any episode's request
+    succeeded: the episodes wait for it instead of failing after their tries (found in a fresh-clone walk)."""
+    from slime_tau_plugin.endpoints import EndpointRole, note_answered
+
+    policy = oracle_server_factory(qwen25, (("retail", "train"),))
+    user = ChatUserServer(max_replies=1).start()
+    note_answered(EndpointRole.USER, user.base_url)
+    outage = _Outage(user, after_s=0.0, for_s=2.0, max_replies=1)
+    args = _llm_args(policy, qwen25_dir, user, tau_user_retries=2, tau_outage_tolerance_s=30.0)
+    samples = make_samples(tau2_backend, "retail", "train", 2)
+
+    async def main():
+        stop = asyncio.create_task(outage.run())
+        await asyncio.sleep(0.3)  # the server is down before the first request
+        await asyncio.gather(*(generate(args, s, SAMPLING) for s in samples), stop)
+
+    try:
+        asyncio.run(main())
+    finally:
+        outage.stop()
+    assert [s.status for s in samples] == [Sample.Status.COMPLETED] * 2, [s.metadata.get("error") for s in samples]
+    assert all(s.metadata["outage_wait_s"] > 0 for s in samples)
