@@ -111,10 +111,7 @@ class HTTPPolicyClient:
     @classmethod
     def from_config(cls, config: TauConfig) -> HTTPPolicyClient:
         """The client ``config`` describes (URL, timeout, retries, in-flight bound, outage tolerance)."""
-        url = config.policy_url or ""
-        settings = GuardSettings(config.policy_max_inflight, config.outage_tolerance_s)
-        guard = guard_for(EndpointRole.POLICY, url, settings)
-        return cls(url, timeout_s=config.policy_timeout_s, retry=_retry(config), guard=guard)
+        return cls(config.policy_url or "", **http_settings(config))
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -139,8 +136,16 @@ def require_policy_url(config: TauConfig) -> None:
         )
 
 
-def _retry(config: TauConfig) -> RetrySettings:
-    return RetrySettings(attempts=config.policy_retries)
+def http_settings(config: TauConfig) -> dict[str, Any]:
+    """The :class:`HTTPPolicyClient` keywords ``config`` sets, for every client's ``from_config``: timeout,
+    retries, and the process's guard of the policy URL (in-flight bound, outage tolerance)."""
+    url = config.policy_url or ""
+    settings = GuardSettings(config.policy_max_inflight, config.outage_tolerance_s)
+    return {
+        "timeout_s": config.policy_timeout_s,
+        "retry": RetrySettings(attempts=config.policy_retries),
+        "guard": guard_for(EndpointRole.POLICY, url, settings),
+    }
 
 
 class _TransientHTTPError(PolicyHTTPError):

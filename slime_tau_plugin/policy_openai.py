@@ -35,10 +35,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .endpoints import EndpointRole, GuardSettings, guard_for
 from .errors import PolicyHTTPError, PolicyProtocolError
-from .policy import FinishReason, GenerateResult, HTTPPolicyClient, post_json_with_retries
-from .retry import RetrySettings
+from .policy import FinishReason, GenerateResult, HTTPPolicyClient, http_settings, post_json_with_retries
 
 if TYPE_CHECKING:
     from .config import TauConfig
@@ -93,12 +91,7 @@ class OpenAICompletionsPolicy(HTTPPolicyClient):
     @classmethod
     def from_config(cls, config: TauConfig) -> OpenAICompletionsPolicy:
         """The client ``config`` describes (URL, model name, timeout, retries, in-flight bound, outage tolerance)."""
-        retry = RetrySettings(attempts=config.policy_retries)
-        url = config.policy_url or ""
-        guard = guard_for(
-            EndpointRole.POLICY, url, GuardSettings(config.policy_max_inflight, config.outage_tolerance_s)
-        )
-        return cls(url, model=config.policy_model, timeout_s=config.policy_timeout_s, retry=retry, guard=guard)
+        return cls(config.policy_url or "", model=config.policy_model, **http_settings(config))
 
     async def generate(
         self,

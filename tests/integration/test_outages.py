@@ -26,21 +26,13 @@ from slime_tau_plugin.servers.sglang_server import SGLangServer
 from tests.conftest import ROOT
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, slime_args
+from tests.integration.test_llm_user import llm_args
 from tests.invariants import assert_sample_invariants
 from tests.server_faults import FailingModel
 
 
 def _llm_args(policy, tokenizer_dir, user: ChatUserServer, **extra):
-    return slime_args(
-        policy,
-        tokenizer_dir,
-        tau_user="llm",
-        tau_user_base_url=user.base_url,
-        tau_user_model="scripted-user",
-        tau_domain="retail",
-        tau_split="train",
-        **extra,
-    )
+    return llm_args(policy, tokenizer_dir, user, tau_domain="retail", tau_split="train", **extra)
 
 
 class _Outage:
