@@ -69,5 +69,5 @@ setup(
         # --index-url https://download.pytorch.org/whl/cpu (PyPI's pulls GBs of CUDA).
         "model": ["torch==2.13.0", "transformers>=4.51"],
     },
-    entry_points={"console_scripts": ["slime-tau=slime_tau_plugin.cli:main"]},
+    entry_points={"console_scripts": ["slime-tau=slime_tau_plugin.tools.cli:main"]},
 )

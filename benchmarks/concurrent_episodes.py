@@ -19,17 +19,17 @@ import time
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from slime_tau_plugin.cli.runner import RolloutSample  # noqa: E402
-from slime_tau_plugin.config import TauConfig  # noqa: E402
-from slime_tau_plugin.data import task_row  # noqa: E402
-from slime_tau_plugin.envs import get_backend  # noqa: E402
-from slime_tau_plugin.generate import play_sample  # noqa: E402
-from slime_tau_plugin.loop_http import aclose_all  # noqa: E402
-from slime_tau_plugin.templates import default_tokenizer_dir  # noqa: E402
+from slime_tau_plugin.adapters.slime.generate import play_sample  # noqa: E402
+from slime_tau_plugin.engine.config import TauConfig  # noqa: E402
+from slime_tau_plugin.engine.data import task_row  # noqa: E402
+from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
+from slime_tau_plugin.engine.loop_http import aclose_all  # noqa: E402
+from slime_tau_plugin.engine.templates import default_tokenizer_dir  # noqa: E402
+from slime_tau_plugin.tools.cli.runner import RolloutSample  # noqa: E402
 
 USER_SERVER = """
 import sys, time
-from slime_tau_plugin.servers.chat_user_server import ChatUserServer
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 ChatUserServer(latency_s=float(sys.argv[1]), max_replies=2, port=int(sys.argv[2])).start()
 print("ready", flush=True)
 time.sleep(10**6)
@@ -86,7 +86,7 @@ def main() -> None:
     tokenizer = ns.tokenizer or default_tokenizer_dir()
     policy_port, user_port = _free_port(), _free_port()
     policy = subprocess.Popen(
-        [sys.executable, "-m", "slime_tau_plugin.cli", "serve", "--policy", "echo", "--tokenizer", tokenizer]
+        [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve", "--policy", "echo", "--tokenizer", tokenizer]
         + ["--port", str(policy_port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -18,10 +18,10 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (imported by tau_bench) stays offline
 
-from slime_tau_plugin.envs.base import EnvToolCall, TaskRef  # noqa: E402
-from slime_tau_plugin.envs.tau1 import Tau1Backend  # noqa: E402
-from slime_tau_plugin.envs.tau1_data import scripted_v1_user  # noqa: E402
-from slime_tau_plugin.episode import TerminationReason
+from slime_tau_plugin.engine.envs.base import EnvToolCall, TaskRef  # noqa: E402
+from slime_tau_plugin.engine.envs.tau1 import Tau1Backend  # noqa: E402
+from slime_tau_plugin.engine.envs.tau1_data import scripted_v1_user  # noqa: E402
+from slime_tau_plugin.engine.episode import TerminationReason
 
 _backend: Tau1Backend | None = None
 

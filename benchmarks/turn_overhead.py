@@ -15,14 +15,14 @@ import asyncio
 import statistics
 import time
 
-from slime_tau_plugin.cli.runner import Episode, play
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.envs import get_backend
-from slime_tau_plugin.servers.fake_models import OracleModel
-from slime_tau_plugin.servers.sglang_server import SGLangServer
-from slime_tau_plugin.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer
-from slime_tau_plugin.tool_calls import ToolCallParser
-from slime_tau_plugin.trajectory import Trajectory
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.envs import get_backend
+from slime_tau_plugin.engine.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer
+from slime_tau_plugin.engine.tool_calls import ToolCallParser
+from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.tools.cli.runner import Episode, play
+from slime_tau_plugin.tools.servers.fake_models import OracleModel
+from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 
 
 def record(tokenizer_dir: str, n_tasks: int):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GRPO for Qwen3-4B-Instruct-2507 on τ² (retail, airline, telecom) with verl: python -m verl.trainer.main_ppo in
-# async rollout mode, every row played by slime_tau_plugin.verl.TauAgentLoop (configs/verl/tau_agent_loop.yaml).
+# async rollout mode, every row played by slime_tau_plugin.adapters.verl.agent_loop.TauAgentLoop (configs/verl/tau_agent_loop.yaml).
 # A self-hosted LLM customer (SGLang on USER_SIM_GPUS) plays the user. DRY_RUN=1 checks and prints, nothing else.
 #   bash scripts/run_verl_qwen3_4B_tau2.sh [more verl overrides, e.g. trainer.total_epochs=2 ++tau.max_turns=20]
 # Every knob below is a variable (the environment wins); the presets fit one node of 8 x 80 GB. verl, our
@@ -112,7 +112,7 @@ prepare_data() {
     elif [[ $DRY_RUN == 1 ]]; then
         log "data: missing; a real run first runs: slime-tau prepare ${args[*]}"
     else
-        "$PYTHON" -m slime_tau_plugin.cli prepare "${args[@]}"
+        "$PYTHON" -m slime_tau_plugin.tools.cli prepare "${args[@]}"
     fi
 }
 
@@ -128,9 +128,9 @@ if ((${#MISSING[@]})); then
 fi
 prepare_data
 CHECK='import sys
-from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.engine.errors import ConfigError
 try:
-    from slime_tau_plugin.verl import check_launch
+    from slime_tau_plugin.adapters.verl.agent_loop import check_launch
     print(check_launch(sys.argv[1:]))
 except ConfigError as exc:
     sys.exit(f"error: {exc}")

@@ -69,7 +69,7 @@ def cli() -> list[str]:
 
 
 def tokenizer_dir() -> str:
-    for name in ("slime_tau_plugin.templates", "slime_tau_plugin.cli", "slime_tau_plugin.cli.main"):
+    for name in ("slime_tau_plugin.engine.templates", "slime_tau_plugin.tools.cli", "slime_tau_plugin.tools.cli.main"):
         try:
             return importlib.import_module(name).default_tokenizer_dir()
         except (ImportError, AttributeError):
@@ -152,7 +152,7 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
 def instrument() -> None:
     """Time every call of our generate (train and eval) and slime's abort(); slime's loaders find the wrapper."""
     rollout = importlib.import_module("slime.rollout.sglang_rollout")
-    plugin = importlib.import_module("slime_tau_plugin.generate")  # the package re-exports a function `generate`
+    plugin = importlib.import_module("slime_tau_plugin.generate")  # the path slime's flag names
     generate, abort = plugin.generate, rollout.abort
 
     async def timed_generate(args, sample, sampling_params, evaluation=False):
@@ -217,8 +217,8 @@ def main() -> int:
     tok, server, user = tokenizer_dir(), None, None
     tally, all_tally = faults.LogTally(), faults.LogTally(logging.INFO, width=100_000)
     logging.getLogger().addHandler(tally)
-    logging.getLogger("slime_tau_plugin.all_samples").addHandler(all_tally)
-    logging.getLogger("slime_tau_plugin.all_samples").setLevel(logging.INFO)
+    logging.getLogger("slime_tau_plugin.adapters.slime.all_samples").addHandler(all_tally)
+    logging.getLogger("slime_tau_plugin.adapters.slime.all_samples").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory(prefix="slime-loop-") as tmp_name:
         tmp = Path(tmp_name)
         try:

@@ -21,9 +21,9 @@ from typing import Any
 
 FILTERS = {
     "slime": "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std",
-    "tau": "slime_tau_plugin.group_filter.keep_group",
+    "tau": "slime_tau_plugin.adapters.slime.group_filter.keep_group",
 }
-ALL_SAMPLES = "slime_tau_plugin.all_samples.process_all_samples"
+ALL_SAMPLES = "slime_tau_plugin.adapters.slime.all_samples.process_all_samples"
 verdicts: collections.Counter = collections.Counter()
 marks: dict[str, Any] = {}
 _target: list = []
@@ -78,7 +78,7 @@ def start_user(kind: str, fail_share: float, wrong_share: float) -> tuple[Any, s
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         return None, f"http://127.0.0.1:{port}/v1"  # closed once the socket is: connection refused
-    from slime_tau_plugin.servers.chat_user_server import ChatUserServer, scripted_user_reply
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 
     rng = random.Random(0)
 
@@ -130,7 +130,7 @@ def advantage_report(args: Any, groups: list[list[Any]]) -> str:
     """For kept groups with a FAILED episode: mean advantage of their successes, slime's vs ours."""
     from slime.ray import rollout
 
-    from slime_tau_plugin.advantages import post_process_rewards
+    from slime_tau_plugin.adapters.slime.advantages import post_process_rewards
 
     flat = [s for g in groups for s in g]
     manager_cls = getattr(rollout.RolloutManager, "__ray_actor_class__", rollout.RolloutManager)

@@ -22,7 +22,7 @@ python - "$sglang" <<'EOF'
 import sys
 from importlib.metadata import version
 
-from slime_tau_plugin.tool_calls import import_sglang_parsers
+from slime_tau_plugin.engine.tool_calls import import_sglang_parsers
 
 fcp = import_sglang_parsers()[0]
 assert version("sglang") == sys.argv[1], f"sglang {version('sglang')} is first on the path, not {sys.argv[1]}"

@@ -1,18 +1,17 @@
 """slime-tau-plugin: train tool-using agents with RL on τ-bench inside slime.
 
-Entry point for slime: ``--custom-generate-function-path slime_tau_plugin.generate.generate``.
+Entry point for slime: ``--custom-generate-function-path slime_tau_plugin.adapters.slime.generate.generate``.
 Library use: ``EpisodeResources.for_config(config)`` (what a process shares, built once) and
 ``run_episode(resources, policy, task, sampling_params)`` (one episode, the typed ``EpisodeResult``).
 Importing this package needs neither slime, SGLang nor τ: each is imported when first used.
 """
 
-from .agent import TrainableAgentMixin, TrainableToolCallingAgent, agent_factory
-from .choices import NLAssertionMode, PolicyApi, RewardMode, UserKind
-from .config import TauConfig
-from .engine import run_episode
-from .envs import TaskRef
-from .episode import EpisodeResult, SampleStatus, TerminationReason
-from .errors import (
+from slime_tau_plugin.engine.agent import TrainableAgentMixin, TrainableToolCallingAgent, agent_factory
+from slime_tau_plugin.engine.choices import NLAssertionMode, PolicyApi, RewardMode, UserKind
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.envs import TaskRef
+from slime_tau_plugin.engine.episode import EpisodeResult, SampleStatus, TerminationReason
+from slime_tau_plugin.engine.errors import (
     ConfigError,
     ContextLengthError,
     EnvBackendError,
@@ -25,8 +24,9 @@ from .errors import (
     TauPluginError,
     UserSimulatorError,
 )
-from .generate import generate
-from .resources import EpisodeResources
+from slime_tau_plugin.engine.resources import EpisodeResources
+from slime_tau_plugin.engine.runner import run_episode
+from slime_tau_plugin.generate import generate
 
 __all__ = [
     "ConfigError",

@@ -71,8 +71,8 @@ def require_sglang_parsers() -> None:
     ``import_sglang_parsers`` raises ``ConfigError`` (or, half-installed, ``ImportError``) without sglang;
     a test that builds a ``ToolCallParser`` would otherwise ERROR instead of skipping.
     """
-    from slime_tau_plugin.errors import ConfigError
-    from slime_tau_plugin.tool_calls import import_sglang_parsers
+    from slime_tau_plugin.engine.errors import ConfigError
+    from slime_tau_plugin.engine.tool_calls import import_sglang_parsers
 
     try:
         import_sglang_parsers()
@@ -90,8 +90,8 @@ def qwen25_dir() -> str:
 
 @pytest.fixture(scope="session")
 def qwen3_dir() -> str:
-    from slime_tau_plugin.errors import ConfigError
-    from slime_tau_plugin.templates import default_tokenizer_dir
+    from slime_tau_plugin.engine.errors import ConfigError
+    from slime_tau_plugin.engine.templates import default_tokenizer_dir
 
     try:  # located, not imported: the package's import needs pkg_resources, which new setuptools lack (.venv-verl)
         return default_tokenizer_dir()
@@ -101,14 +101,14 @@ def qwen3_dir() -> str:
 
 @pytest.fixture(scope="session")
 def qwen25(qwen25_dir):
-    from slime_tau_plugin.templates import load_tokenizer
+    from slime_tau_plugin.engine.templates import load_tokenizer
 
     return load_tokenizer(qwen25_dir)
 
 
 @pytest.fixture(scope="session")
 def qwen3(qwen3_dir):
-    from slime_tau_plugin.templates import load_tokenizer
+    from slime_tau_plugin.engine.templates import load_tokenizer
 
     return load_tokenizer(qwen3_dir)
 
@@ -116,7 +116,7 @@ def qwen3(qwen3_dir):
 @pytest.fixture(scope="session")
 def tau2_backend():
     pytest.importorskip("tau2")
-    from slime_tau_plugin.envs import get_backend
+    from slime_tau_plugin.engine.envs import get_backend
 
     return get_backend("tau2")
 
@@ -128,9 +128,9 @@ def oracle_server_factory(tau2_backend):
     ``sets`` are τ² (domain, split) pairs; ``None`` gives the default server, which knows every task of
     every installed benchmark, domain and split (what ``slime-tau serve`` starts).
     """
-    from slime_tau_plugin.servers import oracle_scripts, select_task_sets
-    from slime_tau_plugin.servers.fake_models import OracleModel
-    from slime_tau_plugin.servers.sglang_server import SGLangServer
+    from slime_tau_plugin.tools.servers import oracle_scripts, select_task_sets
+    from slime_tau_plugin.tools.servers.fake_models import OracleModel
+    from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 
     servers: dict[tuple, SGLangServer] = {}
 
@@ -150,7 +150,7 @@ def oracle_server_factory(tau2_backend):
 @pytest.fixture
 def serve():
     """Start our SGLang-protocol server around a fake model; stopped after the test."""
-    from slime_tau_plugin.servers.sglang_server import SGLangServer
+    from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 
     started: list[SGLangServer] = []
 
@@ -172,7 +172,7 @@ def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "serve", *serve_args, "--port", str(port)]
+    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve", *serve_args, "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
@@ -196,7 +196,7 @@ def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
 def _fresh_endpoint_history() -> Iterator[None]:
     """Each test starts with no endpoint known to have answered (``endpoints.py``): a later test's server on a
     reused port is not waited for as an earlier test's endpoint in an outage."""
-    from slime_tau_plugin.endpoints import forget_endpoint_history
+    from slime_tau_plugin.engine.endpoints import forget_endpoint_history
 
     forget_endpoint_history()
     yield

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slime_tau_plugin.servers.sglang_server import fake_logprob
+from slime_tau_plugin.tools.servers.sglang_server import fake_logprob
 
 
 def assert_sample_invariants(sample: Any) -> None:

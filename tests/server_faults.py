@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slime_tau_plugin.servers.fake_models import ScriptedModel
-from slime_tau_plugin.servers.sglang_server import ModelOutput, ServerFaultError
+from slime_tau_plugin.tools.servers.fake_models import ScriptedModel
+from slime_tau_plugin.tools.servers.sglang_server import ModelOutput, ServerFaultError
 
 
 class FailingModel(ScriptedModel):

@@ -97,8 +97,8 @@ def render(
             ``preflight``) a hosted endpoint whose key variable is unset or that does not answer.
     """
     try:
-        from slime_tau_plugin.config import TauConfig
-        from slime_tau_plugin.errors import ConfigError
+        from slime_tau_plugin.engine.config import TauConfig
+        from slime_tau_plugin.engine.errors import ConfigError
     except ImportError as exc:
         raise RenderError(
             f"cannot check it: slime_tau_plugin does not import here ({exc}); run with the Python that has this "
@@ -155,9 +155,9 @@ def run_problems(config: Any) -> tuple[list[str], list[str]]:
     and every endpoint to be an http(s) URL. A dry run that skips these says "valid" for a config whose
     first rollout fails, so each is checked here and every failure is one line.
     """
-    from slime_tau_plugin.envs import get_backend
-    from slime_tau_plugin.errors import ConfigError
-    from slime_tau_plugin.tool_calls import check_parser_names
+    from slime_tau_plugin.engine.envs import get_backend
+    from slime_tau_plugin.engine.errors import ConfigError
+    from slime_tau_plugin.engine.tool_calls import check_parser_names
 
     problems: list[str] = []
     missing: list[str] = []
@@ -232,9 +232,9 @@ def check_endpoint(role: str, base_url: str | None, key_env: str | None) -> None
 
 def eval_datasets(train_data: Path, specs: list[str], samples: int) -> tuple[dict[str, Any], list[Path]]:
     """slime's ``--eval-config`` mapping for ``specs`` and the rows files that are not written yet."""
-    from slime_tau_plugin.data import parse_task_sets
-    from slime_tau_plugin.errors import ConfigError
-    from slime_tau_plugin.task_files import WrittenFile, eval_config, eval_file_path
+    from slime_tau_plugin.engine.data import parse_task_sets
+    from slime_tau_plugin.engine.errors import ConfigError
+    from slime_tau_plugin.tools.task_files import WrittenFile, eval_config, eval_file_path
 
     try:
         sets = [s for spec in specs for s in parse_task_sets(spec)]

@@ -40,7 +40,7 @@ tau_count() { local IFS=','; local -a items; read -r -a items <<<"$1"; echo "${#
 
 # Task rows, written by our own CLI when they are not there yet. The only call of `prepare`.
 tau_prepare_data() {
-    local -a cmd=("$PYTHON" -m slime_tau_plugin.cli prepare --out "$TRAIN_DATA")
+    local -a cmd=("$PYTHON" -m slime_tau_plugin.tools.cli prepare --out "$TRAIN_DATA")
     local spec
     for spec in $TRAIN_SETS; do cmd+=(--train "$spec"); done
     for spec in $EVAL_SETS; do cmd+=(--eval "$spec"); done
@@ -207,8 +207,8 @@ tau_build_commands() {
         --attention-softmax-in-fp32 --attention-backend flash)
     local -a custom=(--custom-generate-function-path slime_tau_plugin.generate.generate
         --custom-config-path "$TAU_CONFIG_RUN"
-        --custom-rollout-log-function-path slime_tau_plugin.metrics.log_rollout
-        --custom-eval-rollout-log-function-path slime_tau_plugin.metrics.log_eval
+        --custom-rollout-log-function-path slime_tau_plugin.adapters.slime.metrics.log_rollout
+        --custom-eval-rollout-log-function-path slime_tau_plugin.adapters.slime.metrics.log_eval
         --custom-reward-post-process-path "$REWARD_POST_PROCESS"
         --rollout-all-samples-process-path "$ALL_SAMPLES_PROCESS")
     ((DEBUG_ROLLOUT_EVERY == 0)) || custom+=(--save-debug-rollout-data "$RUN_DIR/debug_rollout/{rollout_id}.pt")
@@ -340,7 +340,7 @@ tau_main() {
     TAU_EXTRA_ARGS=("$@")
     TAU_PROC_NAMES=() TAU_PROC_PIDS=() TAU_PROC_LOGS=()
     tau_defaults
-    TAU_FUNCTIONS=(slime_tau_plugin.generate.generate slime_tau_plugin.metrics.log_rollout slime_tau_plugin.metrics.log_eval
+    TAU_FUNCTIONS=(slime_tau_plugin.generate.generate slime_tau_plugin.adapters.slime.metrics.log_rollout slime_tau_plugin.adapters.slime.metrics.log_eval
         "$REWARD_POST_PROCESS" "$ALL_SAMPLES_PROCESS")
     [[ $DYNAMIC_FILTER == slime.* ]] || TAU_FUNCTIONS+=("$DYNAMIC_FILTER") # slime's own filters import only with slime
     [[ $DRY_RUN != 1 ]] || tau_log "dry run: checks and commands only; nothing is started or written"

@@ -47,9 +47,9 @@ tau_defaults() {
     : "${GLOBAL_BATCH_SIZE:=$((ROLLOUT_BATCH_SIZE * N_SAMPLES_PER_PROMPT))}" "${LR:=1e-6}"
     # run safety (slime_tau_plugin): advantages normalised over the samples that did not fail, a group filter
     # that reports an all-FAILED group instead of redrawing forever, metrics over every sample (kept and dropped)
-    : "${REWARD_POST_PROCESS:=slime_tau_plugin.advantages.post_process_rewards}"
-    : "${ALL_SAMPLES_PROCESS:=slime_tau_plugin.all_samples.process_all_samples}"
-    : "${DYNAMIC_FILTER:=slime_tau_plugin.group_filter.keep_group}"
+    : "${REWARD_POST_PROCESS:=slime_tau_plugin.adapters.slime.advantages.post_process_rewards}"
+    : "${ALL_SAMPLES_PROCESS:=slime_tau_plugin.adapters.slime.all_samples.process_all_samples}"
+    : "${DYNAMIC_FILTER:=slime_tau_plugin.adapters.slime.group_filter.keep_group}"
     # rollout-vs-training log-prob mismatch metrics (slime's --get-mismatch-metrics; one more forward pass per step)
     : "${MISMATCH_METRICS:=1}"
     : "${MISMATCH_FUNCTION:=examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp}"

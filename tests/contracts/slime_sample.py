@@ -1,6 +1,6 @@
 """A stand-in for slime's ``Sample`` (slime/utils/types.py), for tests: slime is not on PyPI.
 
-The stand-in itself is the package's (``slime_tau_plugin.soak.strict_sample.StrictSample``, which the soak
+The stand-in itself is the package's (``slime_tau_plugin.tools.soak.strict_sample.StrictSample``, which the soak
 fills too); this module names it ``Sample`` for the tests and adds :class:`PlainSample`, an older slime's.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from slime_tau_plugin.soak.strict_sample import PrefixCacheInfo, StrictSample
+from slime_tau_plugin.tools.soak.strict_sample import PrefixCacheInfo, StrictSample
 
 Sample = StrictSample
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from slime_tau_plugin.envs.base import (
+from slime_tau_plugin.engine.envs.base import (
     EnvBackend,
     EnvOptions,
     EnvSession,
@@ -19,7 +19,7 @@ from slime_tau_plugin.envs.base import (
     TaskRef,
     TaskScript,
 )
-from slime_tau_plugin.episode import TerminationReason
+from slime_tau_plugin.engine.episode import TerminationReason
 
 
 def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:

@@ -10,11 +10,11 @@ import socket
 
 import pytest
 
-from slime_tau_plugin.cli.main import main
-from slime_tau_plugin.cli.rollout import parse_task_range
-from slime_tau_plugin.cli.runner import RolloutSample, summarize
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.metrics import pass_hat_k
+from slime_tau_plugin.adapters.slime.metrics import pass_hat_k
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.cli.main import main
+from slime_tau_plugin.tools.cli.rollout import parse_task_range
+from slime_tau_plugin.tools.cli.runner import RolloutSample, summarize
 from tests.conftest import cli_server
 from tests.invariants import assert_sample_invariants
 

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from slime_tau_plugin import __version__
-from slime_tau_plugin.cli.main import build_parser, main
-from slime_tau_plugin.cli.runner import RolloutSample, summarize
-from slime_tau_plugin.servers.fake_models import EchoModel
+from slime_tau_plugin.tools.cli.main import build_parser, main
+from slime_tau_plugin.tools.cli.runner import RolloutSample, summarize
+from slime_tau_plugin.tools.servers.fake_models import EchoModel
 from tests.conftest import cli_server
 from tests.server_faults import FailingModel
 
-CLI = [sys.executable, "-m", "slime_tau_plugin.cli"]
+CLI = [sys.executable, "-m", "slime_tau_plugin.tools.cli"]
 
 
 def free_port() -> int:
@@ -130,7 +130,7 @@ def test_unreachable_or_malformed_endpoints_are_refused_before_any_episode(tmp_p
 
 
 def test_llm_user_endpoint_checks_name_the_fix():
-    from slime_tau_plugin.servers.chat_user_server import ChatUserServer
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 
     server = ChatUserServer().start()
     try:
@@ -160,12 +160,12 @@ def test_a_run_whose_samples_all_failed_exits_1_and_says_why(serve, qwen25, qwen
 def test_failure_boundary_tracebacks_are_shown_only_with_verbose():
     code = (
         "import logging, sys\n"
-        "from slime_tau_plugin.cli.main import configure_logging\n"
+        "from slime_tau_plugin.tools.cli.main import configure_logging\n"
         "configure_logging(int(sys.argv[1]))\n"
         "try:\n    raise RuntimeError('boom')\n"
         "except RuntimeError:\n"
-        "    logging.getLogger('slime_tau_plugin.generate').exception('episode failed')\n"
-        "    logging.getLogger('slime_tau_plugin.retry').warning('attempt 1/4 failed')\n"
+        "    logging.getLogger('slime_tau_plugin.adapters.slime.generate').exception('episode failed')\n"
+        "    logging.getLogger('slime_tau_plugin.engine.retry').warning('attempt 1/4 failed')\n"
     )
     quiet = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60)
     loud = subprocess.run([sys.executable, "-c", code, "1"], capture_output=True, text=True, timeout=60)
@@ -404,7 +404,7 @@ def test_termination_flags_end_episodes_where_tau_would_and_are_recorded(tmp_pat
 
 
 def test_messages_about_the_termination_keys_name_the_rollout_flags():
-    from slime_tau_plugin.cli.flag_names import in_cli_terms
+    from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
 
     text = "tau_max_errors=-1 is invalid; tau_max_steps and tau_agent_error_rule too"
     assert in_cli_terms(text) == "--max-errors=-1 is invalid; --max-steps and --agent-error-rule too"

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from slime_tau_plugin.cli.main import build_parser
-from slime_tau_plugin.cli.show_html import token_pieces
+from slime_tau_plugin.tools.cli.main import build_parser
+from slime_tau_plugin.tools.cli.show_html import token_pieces
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", *args]
+    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd or ROOT, env=ENV, timeout=300)
 
 
@@ -368,7 +368,7 @@ def test_torch_save_dumps_read_without_torch_and_tensors_with_it(run_dir, tmp_pa
     rows = rows_of(run_dir)
     torch.save({"rollout_id": 1, "samples": rows}, tmp_path / "1.pt")
     blocked = subprocess.run(
-        [sys.executable, "-m", "slime_tau_plugin.cli", "show", str(tmp_path / "1.pt")],
+        [sys.executable, "-m", "slime_tau_plugin.tools.cli", "show", str(tmp_path / "1.pt")],
         capture_output=True, text=True, cwd=ROOT, env=no_torch, timeout=300,
     )  # fmt: skip
     assert blocked.returncode == 0, blocked.stderr
@@ -414,7 +414,7 @@ def test_bad_dumps_are_one_line(run_dir, tmp_path, no_torch):
     _TensorPickler(buffer, protocol=2).dump({"rollout_id": 1, "samples": [{**rows[0], "tokens": _Tensor()}]})
     tensors.write_bytes(buffer.getvalue())
     proc = subprocess.run(
-        [sys.executable, "-m", "slime_tau_plugin.cli", "show", str(tensors)],
+        [sys.executable, "-m", "slime_tau_plugin.tools.cli", "show", str(tensors)],
         capture_output=True, text=True, cwd=ROOT, env=no_torch, timeout=300,
     )  # fmt: skip
     assert "needs torch to read: pip install torch==2.13.0" in one_error_line(proc)

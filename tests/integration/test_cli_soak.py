@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-CLI = [sys.executable, "-m", "slime_tau_plugin.cli", "soak"]
+CLI = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "soak"]
 TOKENIZER = ROOT / ".cache" / "tokenizers" / "qwen2_5"
 
 

@@ -18,20 +18,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.generate import generate
-from slime_tau_plugin.resources import EpisodeResources
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.resources import EpisodeResources
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
 from tests.invariants import assert_sample_invariants
 
 WORKER = """
 import asyncio, json, sys
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.engine import run_episode
-from slime_tau_plugin.envs import get_backend
-from slime_tau_plugin.resources import EpisodeResources
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.runner import run_episode
+from slime_tau_plugin.engine.envs import get_backend
+from slime_tau_plugin.engine.resources import EpisodeResources
 
 async def main(spec):
     config = TauConfig(**spec["config"])
@@ -105,7 +105,7 @@ def test_a_quoted_number_is_coerced_and_a_word_is_refused_naming_the_key(tau2_ba
         TauConfig.from_args(SimpleNamespace(tau_env_workers="eight"))
     with pytest.raises(ConfigError, match=r"tau_max_context_len='lots' is invalid; expected an integer"):
         TauConfig.from_args(SimpleNamespace(tau_max_context_len="lots", rollout_max_context_len=4096))
-    from slime_tau_plugin.servers.fake_models import ScriptedModel
+    from slime_tau_plugin.tools.servers.fake_models import ScriptedModel
 
     server = serve(ScriptedModel(qwen25, ["Hello, how can I help?"]))
     sample = Sample(prompt=0, session_id="quoted")

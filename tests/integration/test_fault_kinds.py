@@ -17,10 +17,10 @@ import urllib.request
 
 import pytest
 
-from slime_tau_plugin.faults import FaultInjector, FaultSpec, reset_process_injectors
-from slime_tau_plugin.generate import generate
-from slime_tau_plugin.servers.chat_user_server import ChatUserServer
-from slime_tau_plugin.servers.fake_models import EchoModel, ScriptedModel
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec, reset_process_injectors
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+from slime_tau_plugin.tools.servers.fake_models import EchoModel, ScriptedModel
 from tests.conftest import cli_server
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_cli_rollout import assert_one_line_error, slime_tau
@@ -67,7 +67,7 @@ def policy(serve, qwen25):
 
 @pytest.fixture(scope="module")
 def _shared_server(qwen25):
-    from slime_tau_plugin.servers.sglang_server import SGLangServer
+    from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 
     server = SGLangServer(ScriptedModel(qwen25, [GOOD_CALL, "Done."])).start()
     yield server
@@ -251,7 +251,7 @@ def test_tool_call_faults_are_fed_back_and_counted(
 
 @pytest.fixture(scope="module")
 def echo_policy(qwen25):
-    from slime_tau_plugin.servers.sglang_server import SGLangServer
+    from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 
     server = SGLangServer(EchoModel(qwen25)).start()
     yield server

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.generate import generate
-from slime_tau_plugin.servers.fake_models import ScriptedModel, format_tool_call
-from slime_tau_plugin.servers.sglang_server import ModelOutput
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.servers.fake_models import ScriptedModel, format_tool_call
+from slime_tau_plugin.tools.servers.sglang_server import ModelOutput
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, requests_of, slime_args
 from tests.invariants import assert_sample_invariants, assert_tito

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.data import task_row
-from slime_tau_plugin.generate import generate
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.data import task_row
 from tests.contracts.slime_sample import PlainSample, Sample
 from tests.invariants import assert_sample_invariants, assert_tito
 

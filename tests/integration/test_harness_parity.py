@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.engine import run_episode
-from slime_tau_plugin.envs.tau2 import Tau2Backend, Tau2Session
-from slime_tau_plugin.episode import SampleStatus, TerminationReason
-from slime_tau_plugin.resources import EpisodeResources
-from slime_tau_plugin.servers.fake_models import ASK_USER, ScriptedModel, format_tool_call
-from slime_tau_plugin.users import ScriptedUser, scripted_opening
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.envs.tau2 import Tau2Backend, Tau2Session
+from slime_tau_plugin.engine.episode import SampleStatus, TerminationReason
+from slime_tau_plugin.engine.resources import EpisodeResources
+from slime_tau_plugin.engine.runner import run_episode
+from slime_tau_plugin.engine.users import ScriptedUser, scripted_opening
+from slime_tau_plugin.tools.servers.fake_models import ASK_USER, ScriptedModel, format_tool_call
 from tests.conftest import require_sglang_parsers
 
 require_sglang_parsers()

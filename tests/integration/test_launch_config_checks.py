@@ -88,7 +88,7 @@ def test_verl_launch_lists_every_missing_model_before_writing_data(tmp_path):
 
 
 def test_readme_task_id_examples_name_tasks_that_exist(tau2_backend):
-    from slime_tau_plugin.envs import get_backend
+    from slime_tau_plugin.engine.envs import get_backend
 
     text = (ROOT / "README.md").read_text()
     retail_train = {r.task_id for r in get_backend("tau2").task_refs("retail", "train")}

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from slime_tau_plugin.config import TauConfig
+from slime_tau_plugin.engine.config import TauConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(p for p in ROOT.glob("scripts/run_*.sh") if 'tau_main "$@"' in p.read_text())
@@ -76,13 +76,17 @@ def test_dry_run_prints_a_complete_train_command(script, benchmark, tmp_path):
     assert result.returncode == 0, result.stderr
     flags = train_flags(result.stdout)
     assert flags["--custom-generate-function-path"] == ["slime_tau_plugin.generate.generate"]
-    assert flags["--custom-rollout-log-function-path"] == ["slime_tau_plugin.metrics.log_rollout"]
-    assert flags["--custom-eval-rollout-log-function-path"] == ["slime_tau_plugin.metrics.log_eval"]
+    assert flags["--custom-rollout-log-function-path"] == ["slime_tau_plugin.adapters.slime.metrics.log_rollout"]
+    assert flags["--custom-eval-rollout-log-function-path"] == ["slime_tau_plugin.adapters.slime.metrics.log_eval"]
     assert flags["--custom-config-path"] == [str(tmp_path / "run" / "tau_config.yaml")]
     # run safety: advantages over the samples that did not fail, our group filter, metrics over every sample
-    assert flags["--custom-reward-post-process-path"] == ["slime_tau_plugin.advantages.post_process_rewards"]
-    assert flags["--dynamic-sampling-filter-path"] == ["slime_tau_plugin.group_filter.keep_group"]
-    assert flags["--rollout-all-samples-process-path"] == ["slime_tau_plugin.all_samples.process_all_samples"]
+    assert flags["--custom-reward-post-process-path"] == [
+        "slime_tau_plugin.adapters.slime.advantages.post_process_rewards"
+    ]
+    assert flags["--dynamic-sampling-filter-path"] == ["slime_tau_plugin.adapters.slime.group_filter.keep_group"]
+    assert flags["--rollout-all-samples-process-path"] == [
+        "slime_tau_plugin.adapters.slime.all_samples.process_all_samples"
+    ]
     assert flags["--get-mismatch-metrics"] == [] and "--use-tis" not in flags
     assert flags["--custom-tis-function-path"] == [
         "examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp"
@@ -241,7 +245,7 @@ esac
 FAKE_LAUNCH_SERVER = """\
 # `python -m sglang.launch_server`: our chat user server behind /health, plus a child process like SGLang's.
 import argparse, json, os, subprocess, sys, time
-from slime_tau_plugin.servers.chat_user_server import ChatUserServer
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--host")
@@ -276,7 +280,7 @@ FAKE_TRAIN = """\
 import argparse, json, os, sys, urllib.request
 from types import SimpleNamespace
 import yaml
-from slime_tau_plugin.config import TauConfig
+from slime_tau_plugin.engine.config import TauConfig
 
 parser = argparse.ArgumentParser()
 for flag in ("--custom-config-path", "--prompt-data", "--eval-config"):
@@ -519,7 +523,7 @@ def test_a_hosted_user_endpoint_is_preflighted_in_the_dry_run(tmp_path):
     down = one_error_line(run_script(script, tmp_path, TAU_CONFIG=config, TAU_TEST_USER_KEY="k"))
     assert f"does not answer GET http://127.0.0.1:{port}/v1/models" in down
     code = (
-        "from slime_tau_plugin.servers.chat_user_server import ChatUserServer\n"
+        "from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer\n"
         f"ChatUserServer(host='127.0.0.1', port={port}).serve_forever()"
     )
     server = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)

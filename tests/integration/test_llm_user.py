@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from slime_tau_plugin.generate import generate
-from slime_tau_plugin.servers.chat_user_server import ChatUserServer
-from slime_tau_plugin.servers.fake_models import EchoModel
-from slime_tau_plugin.servers.sglang_server import SGLangServer
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+from slime_tau_plugin.tools.servers.fake_models import EchoModel
+from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, slime_args
 from tests.invariants import assert_sample_invariants

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.metrics import log_eval, log_rollout
+from slime_tau_plugin.adapters.slime.metrics import log_eval, log_rollout
 from tests.contracts.slime_sample import Sample
 from tests.unit.test_metrics import install_fake_slime_log
 
@@ -29,7 +29,7 @@ def run_dir(qwen3_dir, tmp_path_factory) -> Path:
     if importlib.util.find_spec("tau2") is None:
         pytest.skip("τ² is not installed")
     out = tmp_path_factory.mktemp("metrics_run")
-    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "rollout", "--tokenizer", qwen3_dir, "--tasks", "0-3"]
+    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "rollout", "--tokenizer", qwen3_dir, "--tasks", "0-3"]
     cmd += ["--samples-per-task", str(TRIALS), "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from slime_tau_plugin.cli.main import main
+from slime_tau_plugin.tools.cli.main import main
 
 if importlib.util.find_spec("torch") is not None:
     pytest.skip("torch is installed here: tests/model covers the model commands", allow_module_level=True)
@@ -29,5 +29,6 @@ def test_model_commands_without_torch_name_the_cpu_wheel(argv, capsys):
 
 
 def test_the_cli_and_the_model_package_import_no_torch():
-    code = "import slime_tau_plugin.cli.main, slime_tau_plugin.model.server, sys; print('torch' in sys.modules)"
+    modules = "slime_tau_plugin.tools.cli.main, slime_tau_plugin.tools.model.server"
+    code = f"import sys, {modules}; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

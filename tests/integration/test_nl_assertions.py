@@ -14,14 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.cli.runner import RolloutSample, format_summary, summarize
-from slime_tau_plugin.config import LLMEndpoint
-from slime_tau_plugin.envs import EnvOptions, EnvToolCall, TaskRef
-from slime_tau_plugin.episode import SampleStatus, TerminationReason
-from slime_tau_plugin.errors import JudgeError
-from slime_tau_plugin.generate import generate
-from slime_tau_plugin.group_filter import failure_endpoint
-from slime_tau_plugin.servers.chat_user_server import ChatUserServer
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
+from slime_tau_plugin.engine.config import LLMEndpoint
+from slime_tau_plugin.engine.envs import EnvOptions, EnvToolCall, TaskRef
+from slime_tau_plugin.engine.episode import SampleStatus, TerminationReason
+from slime_tau_plugin.engine.errors import JudgeError
+from slime_tau_plugin.tools.cli.runner import RolloutSample, format_summary, summarize
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
 
 ASSERTION = "The agent apologises to the customer."

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.errors import ContextLengthError, PolicyHTTPError, PolicyProtocolError
-from slime_tau_plugin.policy import FinishReason
-from slime_tau_plugin.policy_openai import OpenAICompletionsPolicy
-from slime_tau_plugin.retry import RetrySettings
-from slime_tau_plugin.servers.fake_models import ScriptedModel
-from slime_tau_plugin.servers.http_base import JSONServer
-from slime_tau_plugin.servers.sglang_server import fake_logprob
+from slime_tau_plugin.engine.errors import ContextLengthError, PolicyHTTPError, PolicyProtocolError
+from slime_tau_plugin.engine.policy import FinishReason
+from slime_tau_plugin.engine.policy_openai import OpenAICompletionsPolicy
+from slime_tau_plugin.engine.retry import RetrySettings
+from slime_tau_plugin.tools.servers.fake_models import ScriptedModel
+from slime_tau_plugin.tools.servers.http_base import JSONServer
+from slime_tau_plugin.tools.servers.sglang_server import fake_logprob
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, run_all, slime_args
 from tests.invariants import assert_sample_invariants, assert_tito
@@ -82,8 +82,8 @@ def test_sglang_openai_models_accept_the_request_and_their_answer_parses():
     """SGLang's own pydantic models (installed 0.5.23): our body validates, its answer shape parses."""
     import sys
 
-    from slime_tau_plugin.policy_openai import completions_request, parse_completions_response
-    from slime_tau_plugin.tool_calls import import_sglang_parsers
+    from slime_tau_plugin.engine.policy_openai import completions_request, parse_completions_response
+    from slime_tau_plugin.engine.tool_calls import import_sglang_parsers
 
     import_sglang_parsers()
     proto = sys.modules["sglang.srt.entrypoints.openai.protocol"]

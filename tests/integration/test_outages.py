@@ -19,10 +19,10 @@ import textwrap
 import threading
 import time
 
-from slime_tau_plugin.endpoints import PROBE_INTERVAL_S
-from slime_tau_plugin.generate import generate
-from slime_tau_plugin.servers.chat_user_server import ChatUserServer, scripted_user_reply
-from slime_tau_plugin.servers.sglang_server import SGLangServer
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.endpoints import PROBE_INTERVAL_S
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
+from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 from tests.conftest import ROOT
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, slime_args
@@ -163,7 +163,7 @@ class _InFlight:
 
 
 def test_an_episode_past_its_deadline_ends_truncated_and_is_not_trained_on(tau2_backend, qwen25, qwen25_dir):
-    from slime_tau_plugin.servers.fake_models import EchoModel
+    from slime_tau_plugin.tools.servers.fake_models import EchoModel
 
     policy = SGLangServer(EchoModel(qwen25), latency_s=0.4).start()
     try:
@@ -204,7 +204,7 @@ def test_a_script_that_calls_generate_exits_without_unclosed_sessions(oracle_ser
         f"""
         import asyncio, gc
         from types import SimpleNamespace
-        from slime_tau_plugin.generate import generate
+        from slime_tau_plugin.adapters.slime.generate import generate
         from tests.contracts.slime_sample import Sample
 
         args = SimpleNamespace(tau_policy_url={policy.url!r}, tau_tokenizer_path={str(qwen25_dir)!r},
@@ -229,7 +229,7 @@ def test_a_user_server_seen_by_a_pre_flight_check_is_waited_for_from_the_first_r
 ):
     """The CLI's pre-flight saw the user answer (``note_answered``); it restarts before any episode's request
     succeeded: the episodes wait for it instead of failing after their tries (found in a fresh-clone walk)."""
-    from slime_tau_plugin.endpoints import EndpointRole, note_answered
+    from slime_tau_plugin.engine.endpoints import EndpointRole, note_answered
 
     policy = oracle_server_factory(qwen25, (("retail", "train"),))
     user = ChatUserServer(max_replies=1).start()

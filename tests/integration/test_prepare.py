@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slime_tau_plugin.cli.main import main
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.data import TaskSet, leakage, parse_task_sets, task_ref_from_sample
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.generate import generate
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.data import TaskSet, leakage, parse_task_sets, task_ref_from_sample
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.cli.main import main
 
 SLIME_EVAL_DATASET_KEYS = frozenset(
     # the fields of slime's EvalDatasetConfig (slime/utils/eval_config.py, THUDM/slime 624b824): the only
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def prepare(*argv: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "prepare", *argv]
+    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "prepare", *argv]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=REPO)
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from slime_tau_plugin.envs import EnvToolCall, TaskRef
-from slime_tau_plugin.episode import TerminationReason
-from slime_tau_plugin.reward_breakdown import reward_breakdown_metrics
+from slime_tau_plugin.engine.envs import EnvToolCall, TaskRef
+from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.reward_breakdown import reward_breakdown_metrics
 
 STOP = TerminationReason.USER_STOP
 
@@ -89,7 +89,7 @@ def test_tau2_telecom_scores_env_assertions_as_a_fraction(tau2_backend) -> None:
 
 def test_tau1_gold_missing_action_and_nothing_done() -> None:
     pytest.importorskip("tau_bench")
-    from slime_tau_plugin.envs import get_backend
+    from slime_tau_plugin.engine.envs import get_backend
 
     backend = get_backend("tau1")
     ref = _writing_task(backend, "retail", "test")

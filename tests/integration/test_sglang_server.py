@@ -18,11 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from slime_tau_plugin.data import task_row
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.generate import generate
-from slime_tau_plugin.servers import select_task_sets
-from slime_tau_plugin.servers.fake_models import EchoModel, OracleModel
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.data import task_row
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.servers import select_task_sets
+from slime_tau_plugin.tools.servers.fake_models import EchoModel, OracleModel
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
 from tests.invariants import assert_sample_invariants
@@ -206,7 +206,7 @@ def test_default_oracle_server_answers_tau1_tasks_when_tau_bench_is_installed(
     tau2_backend, qwen25, qwen25_dir, oracle_server_factory, domain, split, position
 ):
     pytest.importorskip("tau_bench")
-    from slime_tau_plugin.envs import get_backend
+    from slime_tau_plugin.engine.envs import get_backend
 
     server = oracle_server_factory(qwen25, None)
     ref = get_backend("tau1").task_refs(domain, split)[position]  # v1 ids are per-split indices, like τ²'s
@@ -253,8 +253,8 @@ def spy(*args):
         first.append(threading.current_thread().name)
     return fill(*args)
 sysconfig.get_config_vars = spy
-from slime_tau_plugin.servers import build_sglang_server
-from slime_tau_plugin.templates import default_tokenizer_dir, load_tokenizer
+from slime_tau_plugin.tools.servers import build_sglang_server
+from slime_tau_plugin.engine.templates import default_tokenizer_dir, load_tokenizer
 server = build_sglang_server("oracle", load_tokenizer(default_tokenizer_dir()), task_sets=[("tau2", "retail", "test")])
 server.policy.index
 print(first)

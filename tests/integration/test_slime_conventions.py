@@ -21,10 +21,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.generate import generate, slime_abort_check
-from slime_tau_plugin.servers.fake_models import ScriptedModel, format_tool_call
+from slime_tau_plugin.adapters.slime.generate import generate, slime_abort_check
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.servers.fake_models import ScriptedModel, format_tool_call
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, requests_of, slime_args
 from tests.invariants import assert_sample_invariants
@@ -153,7 +153,7 @@ def test_minimal_contract_args_give_a_failed_sample_logged_once(caplog):
     """slime's tests/plugin_contracts call generate with a bare Args and Sample(index=0, prompt="prompt")."""
     args = SimpleNamespace(partial_rollout=False)
     samples = [Sample(index=i, prompt="prompt") for i in range(2)]
-    with caplog.at_level(logging.ERROR, logger="slime_tau_plugin.generate"):
+    with caplog.at_level(logging.ERROR, logger="slime_tau_plugin.adapters.slime.generate"):
         for sample in samples:
             assert asyncio.run(generate(args, sample, dict(SAMPLING))) is sample
     for sample in samples:

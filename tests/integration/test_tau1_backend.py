@@ -13,10 +13,10 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (imported by tau_bench) stays offline
 pytest.importorskip("tau_bench")
 
-from slime_tau_plugin.envs import EnvOptions, EnvToolCall, TaskRef, get_backend  # noqa: E402
-from slime_tau_plugin.envs.tau1 import Tau1Backend, Tau1Session  # noqa: E402
-from slime_tau_plugin.episode import TerminationReason
-from slime_tau_plugin.errors import ConfigError  # noqa: E402
+from slime_tau_plugin.engine.envs import EnvOptions, EnvToolCall, TaskRef, get_backend  # noqa: E402
+from slime_tau_plugin.engine.envs.tau1 import Tau1Backend, Tau1Session  # noqa: E402
+from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.errors import ConfigError  # noqa: E402
 
 COUNTS = {("retail", "train"): 500, ("retail", "test"): 115, ("retail", "dev"): 20, ("airline", "test"): 50}
 
@@ -238,7 +238,7 @@ def test_oracle_through_the_engine_with_both_user_simulators(backend, qwen25_dir
     """``slime-tau rollout --benchmark tau1``: the full engine (real HTTP, chat template, parser) on v1."""
     import json
 
-    from slime_tau_plugin.cli import main
+    from slime_tau_plugin.tools.cli import main
 
     out = tmp_path / user
     argv = ["rollout", "--benchmark", "tau1", "--domain", "airline", "--split", "test", "--user", user]

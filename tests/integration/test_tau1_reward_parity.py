@@ -25,9 +25,9 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (imported by tau_bench) stays offline
 pytest.importorskip("tau_bench")
 
-from slime_tau_plugin.envs.base import EnvToolCall, TaskRef  # noqa: E402
-from slime_tau_plugin.envs.tau1_data import scripted_v1_user  # noqa: E402
-from slime_tau_plugin.episode import TerminationReason
+from slime_tau_plugin.engine.envs.base import EnvToolCall, TaskRef  # noqa: E402
+from slime_tau_plugin.engine.envs.tau1_data import scripted_v1_user  # noqa: E402
+from slime_tau_plugin.engine.episode import TerminationReason
 
 READ_PREFIXES = ("get_", "find_", "list_", "search_", "calculate", "think", "transfer_")
 VARIANTS = (
@@ -195,7 +195,7 @@ def run_ours(backend: Any, ref: TaskRef, plan: list) -> tuple[float, float, list
 
 def _loose_db_equal(session: Any) -> bool:
     """What plain ``==`` on the databases says (type-blind: 50 == 50.0), to show why it is not used."""
-    from slime_tau_plugin.envs.tau1_data import gold_database
+    from slime_tau_plugin.engine.envs.tau1_data import gold_database
 
     live = {name: dict(table) for name, table in session.data.items()}
     return live == gold_database(session._domain, session._gold)
@@ -216,7 +216,7 @@ def run_chunk(jobs: list[tuple[str, str, int, str, int]]) -> tuple[list[dict], b
     """Worker: play each (domain, split, index, variant, seed) both ways."""
     global _backend
     if _backend is None:
-        from slime_tau_plugin.envs.tau1 import Tau1Backend
+        from slime_tau_plugin.engine.envs.tau1 import Tau1Backend
 
         _backend = Tau1Backend()
     out = []

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from slime_tau_plugin.envs import EnvToolCall, GoldAction, TaskScript
-from slime_tau_plugin.episode import TerminationReason
+from slime_tau_plugin.engine.envs import EnvToolCall, GoldAction, TaskScript
+from slime_tau_plugin.engine.episode import TerminationReason
 
 pytestmark = pytest.mark.usefixtures("tau2_backend")
 

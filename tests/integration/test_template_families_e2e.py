@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.data import task_row
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.generate import generate
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.data import task_row
+from slime_tau_plugin.engine.errors import ConfigError
 from tests.contracts.slime_sample import Sample
 from tests.invariants import assert_sample_invariants, assert_tito
 from tests.unit.test_template_families import _tokenizer, tokenizer_dir
@@ -100,7 +100,7 @@ def test_generate_refuses_gemma3_before_any_episode(tau2_backend) -> None:
 
 def test_cli_refuses_gemma3_with_one_line_and_exit_2(tmp_path) -> None:
     path = tokenizer_dir("gemma3")
-    cmd = [sys.executable, "-m", "slime_tau_plugin.cli", "rollout", "--tokenizer", path, "--tasks", "0"]
+    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "rollout", "--tokenizer", path, "--tasks", "0"]
     proc = subprocess.run([*cmd, "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("slime-tau rollout: error:")]

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from slime_tau_plugin.model.decoder import ModelDecoder
-from slime_tau_plugin.model.server import ModelServer
-from slime_tau_plugin.model.tiny import TinyModelSpec, make_tiny_model
+from slime_tau_plugin.tools.model.decoder import ModelDecoder
+from slime_tau_plugin.tools.model.server import ModelServer
+from slime_tau_plugin.tools.model.tiny import TinyModelSpec, make_tiny_model
 from tests.conftest import ROOT, _need
 
 

@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from slime_tau_plugin.model.sampling import LOGPROB_SEMANTICS  # noqa: E402
-from slime_tau_plugin.model.teacher import teacher_log_probs  # noqa: E402
+from slime_tau_plugin.tools.model.sampling import LOGPROB_SEMANTICS  # noqa: E402
+from slime_tau_plugin.tools.model.teacher import teacher_log_probs  # noqa: E402
 
 PROMPT = list(range(1000, 1040))
 

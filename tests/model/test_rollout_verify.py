@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from slime_tau_plugin.cli.main import main  # noqa: E402
-from slime_tau_plugin.cli.verify_run import verify_run  # noqa: E402
-from slime_tau_plugin.model.decoder import ModelDecoder  # noqa: E402
-from slime_tau_plugin.model.server import ModelServer  # noqa: E402
-from slime_tau_plugin.servers.chat_user_server import ChatUserServer  # noqa: E402
+from slime_tau_plugin.tools.cli.main import main  # noqa: E402
+from slime_tau_plugin.tools.cli.verify_run import verify_run  # noqa: E402
+from slime_tau_plugin.tools.model.decoder import ModelDecoder  # noqa: E402
+from slime_tau_plugin.tools.model.server import ModelServer  # noqa: E402
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer  # noqa: E402
 
 pytest.importorskip("tau2")
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.advantages import is_failed, post_process_rewards, reward_value
+from slime_tau_plugin.adapters.slime.advantages import is_failed, post_process_rewards, reward_value
 from tests.contracts.slime_sample import Sample
 
 ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")

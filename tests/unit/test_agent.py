@@ -17,15 +17,20 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.agent import TrainableToolCallingAgent
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.envs.base import EnvToolCall, GoldAction, TaskRef
-from slime_tau_plugin.episode import EpisodeCounters, EpisodeResult, SampleStatus
-from slime_tau_plugin.episode import TerminationReason as Reason
-from slime_tau_plugin.errors import ContextLengthError, PolicyConnectionError, PolicyHTTPError, PolicyProtocolError
-from slime_tau_plugin.policy import FinishReason
-from slime_tau_plugin.trajectory import Trajectory
-from slime_tau_plugin.users import ScriptedUser
+from slime_tau_plugin.engine.agent import TrainableToolCallingAgent
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.envs.base import EnvToolCall, GoldAction, TaskRef
+from slime_tau_plugin.engine.episode import EpisodeCounters, EpisodeResult, SampleStatus
+from slime_tau_plugin.engine.episode import TerminationReason as Reason
+from slime_tau_plugin.engine.errors import (
+    ContextLengthError,
+    PolicyConnectionError,
+    PolicyHTTPError,
+    PolicyProtocolError,
+)
+from slime_tau_plugin.engine.policy import FinishReason
+from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.engine.users import ScriptedUser
 from tests.conftest import require_sglang_parsers
 from tests.fakes import (
     FAKE_ENV_INFO,

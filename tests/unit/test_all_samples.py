@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.all_samples import ALL_PREFIX, all_samples_metrics, process_all_samples
-from slime_tau_plugin.group_filter import keep_group, reset_guard
+from slime_tau_plugin.adapters.slime.all_samples import ALL_PREFIX, all_samples_metrics, process_all_samples
+from slime_tau_plugin.adapters.slime.group_filter import keep_group, reset_guard
 from tests.contracts.slime_sample import Sample
 from tests.unit.test_metrics import install_fake_slime_log
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from slime_tau_plugin.blocking import run_blocking
+from slime_tau_plugin.engine.blocking import run_blocking
 
 WORKERS = 3
 """Pool sizes no other test uses (pools are shared per size for the process): one per test."""

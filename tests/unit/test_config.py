@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.config import LLMEndpoint, TauConfig
-from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.engine.config import LLMEndpoint, TauConfig
+from slime_tau_plugin.engine.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_llm_user_endpoint_comes_from_slime_args_and_the_key_from_the_environmen
 
 
 def test_env_options_built_directly_are_checked_too():
-    from slime_tau_plugin.envs import EnvOptions
+    from slime_tau_plugin.engine.envs import EnvOptions
 
     with pytest.raises(ConfigError, match="reward_mode='cheap' is unknown; expected one of fast, reference"):
         EnvOptions(reward_mode="cheap")
@@ -60,8 +60,8 @@ def test_env_options_built_directly_are_checked_too():
 
 
 def test_harness_limits_default_to_each_benchmarks_own_and_are_config_keys():
-    from slime_tau_plugin.choices import AgentErrorRule
-    from slime_tau_plugin.limits import EpisodeLimits
+    from slime_tau_plugin.engine.choices import AgentErrorRule
+    from slime_tau_plugin.engine.limits import EpisodeLimits
 
     assert TauConfig().limits == EpisodeLimits(10, 100, AgentErrorRule.EMPTY)  # τ²'s Orchestrator defaults
     assert TauConfig(benchmark="tau1", domain="retail").limits == EpisodeLimits(None, None, AgentErrorRule.OFF)
@@ -80,8 +80,8 @@ def test_harness_limits_default_to_each_benchmarks_own_and_are_config_keys():
 
 
 def test_limits_end_on_errors_before_steps_as_tau2_does():
-    from slime_tau_plugin.episode import TerminationReason
-    from slime_tau_plugin.limits import EpisodeLimits
+    from slime_tau_plugin.engine.episode import TerminationReason
+    from slime_tau_plugin.engine.limits import EpisodeLimits
 
     limits = EpisodeLimits(max_errors=10, max_steps=100)
     assert limits.reached(99, 9) is None

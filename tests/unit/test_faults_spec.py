@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.faults import (
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.faults.spec import (
     TRANSPORT_KINDS,
     FaultInjector,
     FaultKind,

@@ -12,8 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.errors import ConfigError, FailureGuardError
-from slime_tau_plugin.group_filter import (
+from slime_tau_plugin.adapters.slime.group_filter import (
     FailureGuard,
     GuardSettings,
     failure_endpoint,
@@ -21,6 +20,7 @@ from slime_tau_plugin.group_filter import (
     keep_group,
     reset_guard,
 )
+from slime_tau_plugin.engine.errors import ConfigError, FailureGuardError
 from tests.contracts.slime_sample import Sample
 
 DEAD_USER = "UserSimulatorError: user simulator: POST http://127.0.0.1:9/v1/chat/completions failed (after 4 tries)"
@@ -67,7 +67,7 @@ def test_spread_ignores_failed_episodes():
 
 
 def test_all_failed_group_is_reported_with_its_endpoint(caplog):
-    caplog.set_level(logging.WARNING, logger="slime_tau_plugin.group_filter")
+    caplog.set_level(logging.WARNING, logger="slime_tau_plugin.adapters.slime.group_filter")
     verdict = keep_group(args_for(tau_failure_window_groups=100), [failed() for _ in range(4)])
     assert not verdict.keep and verdict.reason == "failed_user"
     assert "all FAILED on the user simulator" in caplog.text and "127.0.0.1:9" in caplog.text

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.episode import SampleStatus
-from slime_tau_plugin.metrics import (
+from slime_tau_plugin.adapters.slime.metrics import (
     EVAL_PREFIX,
     ROLLOUT_PREFIX,
     episode_metrics,
@@ -27,6 +26,7 @@ from slime_tau_plugin.metrics import (
     pass_hat_k,
     rollout_step,
 )
+from slime_tau_plugin.engine.episode import SampleStatus
 from tests.contracts.slime_sample import Sample
 
 SLIME_LOG_MODULES = ("slime.observability.logging_utils", "slime.utils.logging_utils")
@@ -156,7 +156,7 @@ def test_eval_pass_k_on_mixed_successes_uses_the_smallest_trial_count(caplog):
     assert m[p + "pass^2"] == pytest.approx(1 / 3)
     assert m[p + "pass^3"] == pytest.approx(1 / 3)
     assert m[p + "tasks"] == 3 and m[p + "trials_per_task"] == 3
-    with caplog.at_level(logging.WARNING, logger="slime_tau_plugin.metrics"):
+    with caplog.at_level(logging.WARNING, logger="slime_tau_plugin.adapters.slime.metrics"):
         m = episode_metrics([*samples, episode("a", 1.0)], "eval/tau/x/", with_pass_k=True)
     assert "pass^4" not in {k.removeprefix(p) for k in m} and m[p + "trials_per_task"] == 3
     assert m[p + "pass^3"] == pytest.approx((1 + 0 + 0) / 3)  # task a: C(4,3)/C(4,3)
@@ -206,7 +206,7 @@ def test_step_follows_slimes_train_step_option(monkeypatch):
 def test_without_slime_the_metrics_go_to_the_module_logger(monkeypatch, caplog):
     for name in ("slime", *SLIME_LOG_MODULES):
         monkeypatch.setitem(sys.modules, name, None)  # import of these raises ImportError
-    with caplog.at_level(logging.INFO, logger="slime_tau_plugin.metrics"):
+    with caplog.at_level(logging.INFO, logger="slime_tau_plugin.adapters.slime.metrics"):
         assert log_rollout(1, SimpleNamespace(), [episode("0", 1.0)], None, 1.0) is False
     assert "rollout/tau/tau2/retail/pass_rate" in caplog.text and "'rollout/step': 1" in caplog.text
 
@@ -219,7 +219,8 @@ def test_nothing_is_logged_when_no_sample_is_ours(monkeypatch):
 
 
 def test_importing_metrics_imports_no_slime():
-    code = "import sys, slime_tau_plugin.metrics; print([m for m in sys.modules if m.split('.')[0] == 'slime'])"
+    loaded = "[m for m in sys.modules if m.split('.')[0] == 'slime']"
+    code = f"import sys, slime_tau_plugin.adapters.slime.metrics; print({loaded})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

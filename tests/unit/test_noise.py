@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from slime_tau_plugin.metrics import pass_hat_k
-from slime_tau_plugin.noise import Interval, bootstrap_interval, paired_test, pass_k_intervals, per_task_pass_k
+from slime_tau_plugin.adapters.slime.metrics import pass_hat_k
+from slime_tau_plugin.engine.noise import Interval, bootstrap_interval, paired_test, pass_k_intervals, per_task_pass_k
 
 
 def synthetic_run(rates: list[float], trials: int, rng: random.Random) -> list[int]:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from slime_tau_plugin.cli.runner import RolloutSample
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.envs import TaskRef
-from slime_tau_plugin.episode import EpisodeResult, TerminationReason
-from slime_tau_plugin.generate import fill_sample
-from slime_tau_plugin.metrics import episode_metrics
-from slime_tau_plugin.outcome import failed_result, filler_id, trainable_trajectory, training_reward
-from slime_tau_plugin.trajectory import Trajectory
+from slime_tau_plugin.adapters.slime.generate import fill_sample
+from slime_tau_plugin.adapters.slime.metrics import episode_metrics
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.envs import TaskRef
+from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.outcome import failed_result, filler_id, trainable_trajectory, training_reward
+from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.tools.cli.runner import RolloutSample
 from tests.fakes.tokenizer import FakeTokenizer
 
 REF = TaskRef("tau2", "retail", "train", "7")

@@ -8,10 +8,14 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.errors import ConfigError, ContextLengthError, PolicyProtocolError
-from slime_tau_plugin.policy import FinishReason, classify_client_error
-from slime_tau_plugin.policy_openai import OpenAICompletionsPolicy, completions_request, parse_completions_response
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.errors import ConfigError, ContextLengthError, PolicyProtocolError
+from slime_tau_plugin.engine.policy import FinishReason, classify_client_error
+from slime_tau_plugin.engine.policy_openai import (
+    OpenAICompletionsPolicy,
+    completions_request,
+    parse_completions_response,
+)
 
 SLIME_SAMPLING = {
     "temperature": 0.7,
@@ -74,7 +78,7 @@ def test_request_names_the_model_when_configured() -> None:
 
 
 def test_unknown_sampling_parameter_is_left_out_and_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="slime_tau_plugin.policy_openai"):
+    with caplog.at_level(logging.WARNING, logger="slime_tau_plugin.engine.policy_openai"):
         body = completions_request([1], {"max_new_tokens": 4, "json_schema_unit_test": "{}"}, None)
     assert "json_schema_unit_test" not in body
     assert "json_schema_unit_test" in caplog.text

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.errors import ContextLengthError, PolicyHTTPError, PolicyProtocolError
-from slime_tau_plugin.policy import FinishReason, GenerateResult, classify_client_error
-from slime_tau_plugin.policy_sglang import parse_generate_response
+from slime_tau_plugin.engine.errors import ContextLengthError, PolicyHTTPError, PolicyProtocolError
+from slime_tau_plugin.engine.policy import FinishReason, GenerateResult, classify_client_error
+from slime_tau_plugin.engine.policy_sglang import parse_generate_response
 
 
 def _body(ids: list[int], log_probs: list[float], finish: str = "stop", **meta: Any) -> dict[str, Any]:

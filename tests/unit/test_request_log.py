@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slime_tau_plugin.servers.http_base import RequestLog
+from slime_tau_plugin.tools.servers.http_base import RequestLog
 
 
 def test_the_log_keeps_the_latest_requests_and_counts_all():

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from slime_tau_plugin.endpoints import NetStats, episode_stats
-from slime_tau_plugin.retry import RetrySettings, parse_retry_after, retry_async
+from slime_tau_plugin.engine.endpoints import NetStats, episode_stats
+from slime_tau_plugin.engine.retry import RetrySettings, parse_retry_after, retry_async
 
 
 @pytest.mark.parametrize(

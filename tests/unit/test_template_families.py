@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.resources import EpisodeResources
-from slime_tau_plugin.template_probe import Fidelity, TemplateMode
-from slime_tau_plugin.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.resources import EpisodeResources
+from slime_tau_plugin.engine.template_probe import Fidelity, TemplateMode
+from slime_tau_plugin.engine.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer
 from tests.conftest import ROOT
 from tests.fakes import FakeEnvBackend
 

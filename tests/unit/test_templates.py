@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.template_probe import Fidelity, TemplateMode
-from slime_tau_plugin.templates import ChatTemplate
-from slime_tau_plugin.trajectory import Trajectory
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.template_probe import Fidelity, TemplateMode
+from slime_tau_plugin.engine.templates import ChatTemplate
+from slime_tau_plugin.engine.trajectory import Trajectory
 from tests.fakes import FakeTokenizer
 
 TOOLS = [

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.servers.tool_call_formats import FORMATS, format_tool_call, get_format
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.servers.tool_call_formats import FORMATS, format_tool_call, get_format
 from tests.conftest import require_sglang_parsers
 
 require_sglang_parsers()
 
-from slime_tau_plugin.tool_calls import ToolCallParser, check_parser_names  # noqa: E402
+from slime_tau_plugin.engine.tool_calls import ToolCallParser, check_parser_names  # noqa: E402
 
 TOOLS = [
     {

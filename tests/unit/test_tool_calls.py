@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slime_tau_plugin.errors import ConfigError
-from slime_tau_plugin.tool_calls import ParsedCall, ToolCallParser
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.tool_calls import ParsedCall, ToolCallParser
 from tests.conftest import require_sglang_parsers
 
 require_sglang_parsers()

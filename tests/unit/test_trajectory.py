@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from slime_tau_plugin.trajectory import TokenBudget, Trajectory
+from slime_tau_plugin.engine.trajectory import TokenBudget, Trajectory
 
 
 def _episode() -> Trajectory:

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.config import TauConfig
-from slime_tau_plugin.errors import ConfigError
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.errors import ConfigError
 from tests.conftest import require_sglang_parsers
 
 _REMOTE_CODE = '''"""A tokenizer class that only loads when the directory's own code may run."""
@@ -62,7 +62,7 @@ def remote_code_tokenizer(qwen25_dir, tmp_path) -> str:
 
 def test_the_setting_reaches_the_tokenizer_load(remote_code_tokenizer, tau2_backend):
     require_sglang_parsers()
-    from slime_tau_plugin.resources import EpisodeResources
+    from slime_tau_plugin.engine.resources import EpisodeResources
 
     refused = TauConfig.from_args(SimpleNamespace(tau_tokenizer_path=remote_code_tokenizer))
     with pytest.raises(ConfigError, match="custom code"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slime_tau_plugin.model.checks import TemplateMarks, compare_sample, mask_errors, trainable_runs
+from slime_tau_plugin.tools.model.checks import TemplateMarks, compare_sample, mask_errors, trainable_runs
 
 EOT, GP = 99, (50, 51)  # end-of-turn id; generation prompt ids (<|im_start|>assistant\n)
 MARKS = TemplateMarks(EOT, GP)

@@ -53,7 +53,7 @@ def base_verl_config():
 @pytest.fixture(scope="session")
 def oracle_server(qwen25):
     """Our SGLang-protocol server with the oracle model for τ² retail train and airline test."""
-    from slime_tau_plugin.servers import build_sglang_server
+    from slime_tau_plugin.tools.servers import build_sglang_server
 
     server = build_sglang_server("oracle", qwen25, task_sets=[("tau2", "retail", "train"), ("tau2", "airline", "test")])
     server.start()

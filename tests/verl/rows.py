@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slime_tau_plugin.verl_data import verl_parquet_bytes
+from slime_tau_plugin.adapters.verl.rows import verl_parquet_bytes
 
 
 def write_verl_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from slime_tau_plugin.verl_data import verl_rows
+from slime_tau_plugin.adapters.verl.rows import verl_rows
 from tests.verl.conftest import ROOT
 from tests.verl.rows import write_verl_parquet
 

@@ -22,9 +22,9 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from slime_tau_plugin.servers.sglang_server import fake_logprob
-from slime_tau_plugin.verl import EXTRA_FIELD_KEYS, TauAgentLoop
-from slime_tau_plugin.verl_data import verl_rows
+from slime_tau_plugin.adapters.verl.agent_loop import EXTRA_FIELD_KEYS, TauAgentLoop
+from slime_tau_plugin.adapters.verl.rows import verl_rows
+from slime_tau_plugin.tools.servers.sglang_server import fake_logprob
 from tests.verl.conftest import AGENT_LOOP_YAML, refs_with_tasks, verl_config
 from tests.verl.rows import write_verl_parquet
 from tests.verl.server_manager import HTTPServerManager
@@ -221,12 +221,12 @@ def test_a_prompt_longer_than_verl_prompt_length_stops_before_generating(tmp_pat
 
 
 def test_yaml_entry_registers_the_loop_by_name():
-    import slime_tau_plugin.verl  # noqa: F401  (@register runs on import)
+    import slime_tau_plugin.adapters.verl.agent_loop  # noqa: F401  (@register runs on import)
 
     entries = OmegaConf.load(AGENT_LOOP_YAML)
     assert [e.name for e in entries] == ["tau_agent"]
-    assert entries[0]["_target_"] == "slime_tau_plugin.verl.TauAgentLoop"
-    assert _agent_loop_registry["tau_agent"]["_target_"] == "slime_tau_plugin.verl.TauAgentLoop"
+    assert entries[0]["_target_"] == "slime_tau_plugin.adapters.verl.agent_loop.TauAgentLoop"
+    assert _agent_loop_registry["tau_agent"]["_target_"] == "slime_tau_plugin.adapters.verl.agent_loop.TauAgentLoop"
 
 
 def test_routed_experts_of_the_last_turn_and_zeros_for_a_failure(tmp_path, tau2_backend, qwen25, oracle_server):
@@ -259,7 +259,7 @@ def test_an_env_fault_gives_an_untrained_output_and_nothing_raises(
     tmp_path, tau2_backend, qwen25, oracle_server, monkeypatch, spec, status, cause
 ):
     """``TAU_FAULTS`` env kinds (``envs/faulty.py``) under verl's loop: a FAILED output, never an exception."""
-    from slime_tau_plugin.faults import reset_process_injectors
+    from slime_tau_plugin.tools.faults.spec import reset_process_injectors
 
     monkeypatch.setenv("TAU_FAULTS", spec)
     reset_process_injectors()

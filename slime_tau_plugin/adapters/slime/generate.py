@@ -1,0 +1,189 @@
+"""slime entry point: ``--custom-generate-function-path slime_tau_plugin.adapters.slime.generate.generate``.
+
+The only module that knows slime's ``Sample``. It reads :class:`TauConfig` from ``args``, runs one
+episode (``engine.run_episode``) on the process's resources for that config (``resources.py``, built
+once, off the loop) with the config's policy client, and writes the result into the *same* Sample (through
+``append_response_tokens`` when the class has it, so slime's own top-p/weight-version/cache bookkeeping
+holds). It is the failure boundary: an external failure, or a required setting that is absent, becomes a
+FAILED sample with the reason in ``metadata["error"]``, never an exception into slime. Wrong values
+(an unknown ``tau_*`` key or domain, ``--partial-rollout``) raise :class:`ConfigError` at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from typing import Any
+
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.data import task_ref_from_sample
+from slime_tau_plugin.engine.episode import EpisodeResult
+from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
+from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory, training_reward
+from slime_tau_plugin.engine.policy import require_policy_url
+from slime_tau_plugin.engine.resources import EpisodeResources
+from slime_tau_plugin.engine.runner import AbortCheck, run_episode
+from slime_tau_plugin.engine.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+_missing_logged: set[str] = set()
+_lock = threading.Lock()
+
+
+async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
+    """Play the sample's τ task and fill the sample in place; returns the same object.
+
+    Raises:
+        ConfigError: ``--partial-rollout`` is on, or a ``tau_*`` key or value is wrong.
+    """
+    if getattr(args, "partial_rollout", False):
+        raise ConfigError(
+            "--partial-rollout is not supported by slime_tau_plugin: a τ episode (environment state, simulated "
+            "user) cannot be paused and resumed; remove --partial-rollout"
+        )
+    config = TauConfig.from_args(args)
+    await play_sample(config, sample, sampling_params, evaluation=evaluation, args=args)
+    return sample
+
+
+async def play_sample(
+    config: TauConfig, sample: Any, sampling_params: dict[str, Any], *, evaluation: bool = False, args: Any = None
+) -> None:
+    """Play the sample's task with the config's policy and fill the sample (slime's ``generate``, the CLI).
+
+    The process's resources for ``config`` come from their one cache (built off the loop on first use).
+    A required setting that is absent makes a FAILED sample; any other failure before the episode starts
+    too (the failure boundary). ``args`` is slime's (``append_response_tokens`` reads it; None elsewhere).
+
+    Raises:
+        ConfigError: a setting is present but unusable (a tokenizer path that holds none, a parser name).
+    """
+    try:
+        require_policy_url(config)
+        resources = await EpisodeResources.for_config(config)
+    except MissingSettingError as exc:
+        _log_missing_once(str(exc))
+        fill_sample(args, sample, failed_result(config, exc), None, config, evaluation=evaluation)
+        return
+    except ConfigError:
+        raise
+    except Exception as exc:  # the failure boundary: an unexpected build failure is a FAILED sample too
+        logger.exception("slime-tau-plugin could not build its resources for %r", config)
+        fill_sample(args, sample, failed_result(config, exc), None, config, evaluation=evaluation)
+        return
+    session_id = getattr(sample, "session_id", None)
+    headers = {"X-SMG-Routing-Key": str(session_id)} if config.routing_key_header and session_id else None
+    try:
+        ref = task_ref_from_sample(getattr(sample, "prompt", None), getattr(sample, "metadata", None), config)
+        result = await run_episode(
+            resources,
+            resources.policy,
+            ref,
+            dict(sampling_params),  # slime shares one dict across eval samples
+            session_id=session_id,
+            headers=headers,
+            should_abort=slime_abort_check(args),
+        )
+    except Exception as exc:  # the failure boundary: nothing reaches slime
+        logger.exception("episode for sample index=%s failed before it started", getattr(sample, "index", None))
+        result = failed_result(config, exc)
+    fill_sample(args, sample, result, resources.tokenizer, config, evaluation=evaluation)
+
+
+def slime_abort_check(args: Any) -> AbortCheck | None:
+    """A between-turns check of slime's rollout abort, or None outside slime.
+
+    slime sets ``GenerateState(args).aborted`` once it has enough groups, aborts the engines and then
+    awaits every pending sample: an episode waiting on the env or the user never sees the engine abort.
+    ``GenerateState`` is a singleton; it is looked up (never created) only if slime's rollout module is
+    already imported, so this costs nothing and imports nothing outside slime.
+    """
+    module = sys.modules.get("slime.rollout.sglang_rollout")
+    state_cls = getattr(module, "GenerateState", None)
+    if state_cls is None:
+        return None
+    instances = getattr(type(state_cls), "_instances", {})
+
+    def aborted() -> bool:
+        state = instances.get(state_cls)
+        return bool(getattr(state, "aborted", False))
+
+    return aborted
+
+
+def fill_sample(
+    args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, config: TauConfig, *, evaluation: bool = False
+) -> None:
+    """Write an episode into slime's Sample (DESIGN §4 invariants hold on return)."""
+    traj = trainable_trajectory(result, tokenizer)
+    termination = result.termination
+    if hasattr(sample, "append_response_tokens"):
+        _reset_response(sample, traj)
+        for seg in traj.segments:
+            sample.append_response_tokens(
+                args,
+                tokens=list(seg.ids),
+                log_probs=list(seg.log_probs) if seg.is_trainable else None,
+                trainable=seg.is_trainable,
+                meta_info=seg.meta_info,
+            )
+    else:
+        sample.tokens = traj.ids
+        sample.response_length = traj.response_length
+        sample.loss_mask = traj.loss_mask
+        sample.rollout_log_probs = traj.rollout_log_probs
+    sample.response = tokenizer.decode(traj.response_ids, skip_special_tokens=False) if tokenizer is not None else ""
+    sample.status = type(sample).Status[termination.status.name]
+    sample.reward = training_reward(result, config, evaluation=evaluation)
+    if termination.is_removed:  # slime drops it (an abort is dropped by slime itself)
+        sample.remove_sample = True
+    if hasattr(sample, "non_generation_time"):  # slime's rollout perf metrics subtract it from the step time
+        sample.non_generation_time = result.timings.env_s + result.timings.user_s
+    meta = episode_metadata(result, config)
+    if config.reward_shaping > 0:
+        meta["task_reward"] = float(result.reward)  # τ's own reward: pass rates are computed from it
+    sample.metadata = {**(getattr(sample, "metadata", None) or {}), **meta}
+
+
+def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]:
+    """What an RL engineer wants next to each sample: why it ended, counts, reward breakdown, timings."""
+    meta: dict[str, Any] = {
+        "termination_reason": result.termination.value,
+        "num_turns": result.num_turns,
+        **result.counters.as_dict(),
+        "template_mode": result.template_mode,
+        "reward_info": result.reward_info,
+        **result.timings.as_metadata(),
+        **result.net_info,
+        **result.env_info,
+    }
+    if result.error:
+        meta["error"] = result.error
+    if config.record_messages:
+        meta["messages"] = list(result.messages)
+        meta["tools"] = list(result.tools)
+    return meta
+
+
+def _log_missing_once(message: str) -> None:
+    with _lock:
+        if message in _missing_logged:
+            return
+        _missing_logged.add(message)
+    logger.error("slime-tau-plugin cannot run episodes, every sample is FAILED: %s", message)
+
+
+def _reset_response(sample: Any, traj: Trajectory) -> None:
+    """Start from the prompt so appends rebuild every response field (a re-generated sample stays exact)."""
+    sample.tokens = list(traj.prompt_ids)
+    sample.response = ""
+    sample.response_length = 0
+    sample.loss_mask = None
+    sample.rollout_log_probs = None
+    for name in ("rollout_top_p_token_ids", "rollout_top_p_token_offsets", "rollout_routed_experts"):
+        if hasattr(sample, name):
+            setattr(sample, name, None)
+    if hasattr(sample, "weight_versions"):
+        sample.weight_versions = []

@@ -1,0 +1,324 @@
+"""verl entry point: ``TauAgentLoop``, an agent loop (``agent_name: tau_agent``) on the same episode engine.
+
+verl (0.9.1, ``actor_rollout_ref.rollout.mode=async``) builds one loop per dataset row from the entry in
+``actor_rollout_ref.rollout.agent.agent_loop_config_path`` (``configs/verl/tau_agent_loop.yaml``) and awaits
+``run(sampling_params, **row)``. The row's ``extra_info`` names the task (``verl_data.verl_rows``); the loop
+plays it with the episode engine (``engine.run_episode``) on the process's resources for its config and
+verl's tokenizer (``EpisodeResources.for_config``), injecting a ``VerlPolicy`` (``policy.py``)
+over verl's server manager per sample, and returns verl's ``AgentLoopOutput``. Only this module knows
+verl; ``import slime_tau_plugin`` never imports it.
+
+Settings, lowest precedence first: ``TauConfig`` defaults; the ``tau_*`` keys of the agent-loop YAML entry
+(the keys of slime's ``--custom-config-path`` YAML, which verl passes to the constructor); the trainer
+config's top-level ``tau`` section (``+tau.user_base_url=...`` on verl's command line, field names without
+the prefix); then verl's own limits, as its ``ToolAgentLoop`` applies them: the whole response (model turns
+and tool/user text) fits ``rollout.response_length`` (``max_response_len``), prompt + response fit
+``rollout.prompt_length + rollout.response_length`` and ``rollout.max_model_len`` (``max_context_len``),
+``multi_turn.max_assistant_turns`` caps ``max_turns``, ``data.apply_chat_template_kwargs.enable_thinking``
+is used when ``tau_enable_thinking`` is unset. A prompt longer than ``rollout.prompt_length`` cannot be
+padded into verl's batch: that episode stops before its first turn and does not train.
+
+Outcomes: verl has no ``remove_sample``, so an episode that must not train (an env, user-simulator or policy
+failure, an engine abort, an unusable row) is returned with ``response_mask`` and log-probs all 0 and
+``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), but its 0 still
+enters its GRPO group's mean. ``extra_fields["error"]`` says why. A wrong setting raises ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
+from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
+from slime_tau_plugin.engine.config import TauConfig, coerce_field, known_key
+from slime_tau_plugin.engine.episode import EpisodeResult, SampleStatus
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
+from slime_tau_plugin.engine.resources import EpisodeResources
+from slime_tau_plugin.engine.retry import RetrySettings
+from slime_tau_plugin.engine.runner import run_episode
+from slime_tau_plugin.engine.tool_calls import check_parser_names
+
+logger = logging.getLogger(__name__)
+
+NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header")
+"""TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids)."""
+SLIME_ONLY = ("reward_shaping", "max_failed_share", "failure_window_groups")
+"""TauConfig fields read by slime's hooks (training-reward shaping, the failure guard of ``group_filter``): verl's
+agent loop cannot tell training from validation rows nor stop a run, so under verl they would do nothing."""
+EXTRA_FIELD_KEYS = (
+    "tau_task", "status", "termination_reason", "model_turns", "tool_calls", "tool_errors", "parse_errors",
+    "template_fallbacks", "user_tool_errors", "template_mode", "reward_info", "error", "tau_package", "tau_version",
+    "episode_wall_s", "time_policy_s", "time_env_s", "time_user_s", "min_global_steps", "max_global_steps",
+    "messages", "tools", "reward_extra_info",
+)  # fmt: skip
+"""Every output has exactly these: verl concatenates workers' batches and needs one key set."""
+
+_routed_shape: dict[str, tuple[tuple[int, ...], Any]] = {}
+
+
+def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> TauConfig:
+    """``TauConfig`` from the agent-loop YAML entry's ``tau_*`` keys, the trainer's ``tau`` section and verl's
+    limits (see the module docstring).
+
+    Raises:
+        ConfigError: an unknown key (the closest valid one is named), a setting verl provides, or a bad value.
+    """
+    fields = TauConfig.field_names()
+    values: dict[str, Any] = {}
+    for key, value in loop_settings.items():
+        values[known_key(key.removeprefix("tau_"), f"agent-loop YAML key {key}", fields, "tau_")] = value
+    section = trainer_config.get("tau")
+    if section is not None:
+        from omegaconf import OmegaConf
+
+        for key, value in OmegaConf.to_container(section, resolve=True).items():
+            values[known_key(key, f"trainer config key tau.{key}", fields, "tau.")] = value
+    for name in NOT_FOR_VERL:
+        if values.get(name):
+            raise ConfigError(f"tau_{name}={values[name]!r} does not apply under verl (verl provides it); remove it")
+    for name in SLIME_ONLY:
+        if name in values:
+            raise ConfigError(
+                f"tau_{name}={values[name]!r} is read by slime's hooks only and does nothing under verl; remove it"
+            )
+    rollout = trainer_config.actor_rollout_ref.rollout
+    response_len = int(rollout.response_length)
+    context_len = int(rollout.prompt_length) + response_len
+    if rollout.get("max_model_len"):
+        context_len = min(context_len, int(rollout.max_model_len))
+    values["max_context_len"] = min(_own(values, "max_context_len") or context_len, context_len)
+    values["max_response_len"] = min(_own(values, "max_response_len") or response_len, response_len)
+    max_assistant_turns = rollout.get("multi_turn", {}).get("max_assistant_turns")
+    if max_assistant_turns:
+        values["max_turns"] = min(_own(values, "max_turns") or int(max_assistant_turns), int(max_assistant_turns))
+    if values.get("enable_thinking") is None:
+        template_kwargs = trainer_config.get("data", {}).get("apply_chat_template_kwargs") or {}
+        if template_kwargs.get("enable_thinking") is not None:
+            values["enable_thinking"] = bool(template_kwargs["enable_thinking"])
+    return TauConfig(**values)
+
+
+def _own(values: dict[str, Any], name: str) -> Any:
+    """Our setting ``name`` as its type (a quoted number in the YAML is coerced or refused here)."""
+    value = values.get(name)
+    return None if value is None else coerce_field(name, value)
+
+
+def check_launch(overrides: Sequence[str]) -> str:
+    """What ``scripts/run_verl_*.sh`` checks before it starts anything; returns a one-line summary.
+
+    verl's ``ppo_trainer`` config composes with ``overrides`` (Hydra refuses an unknown key) and passes
+    ``main_ppo``'s own ``validate_config``; the agent-loop YAML has the ``tau_agent`` entry, whose settings
+    (with the ``tau`` section and verl's limits) build a ``TauConfig`` with known parsers; the data files
+    that exist hold ``tau_agent`` rows.
+
+    Raises:
+        ConfigError: the first problem, in one line.
+    """
+    import verl
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    try:
+        with initialize_config_dir(
+            config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None
+        ):
+            cfg = compose(config_name="ppo_trainer", overrides=list(overrides))
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    except Exception as exc:
+        raise ConfigError(f"verl rejects the command line: {type(exc).__name__}: {exc}".replace("\n", " ")) from exc
+    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    if not path or not Path(path).is_file():
+        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
+    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
+    target = f"{TauAgentLoop.__module__}.{TauAgentLoop.__qualname__}"
+    if len(entries) != 1 or entries[0].get("_target_") != target:
+        raise ConfigError(f"{path}: expected one entry {{name: {AGENT_NAME}, _target_: {target}}}")
+    other = sorted(k for k in entries[0] if k not in ("name", "_target_") and not str(k).startswith("tau_"))
+    if other:
+        raise ConfigError(f"{path}: keys {other} are not tau_* settings")
+    settings = {k: v for k, v in OmegaConf.to_container(entries[0], resolve=True).items() if k.startswith("tau_")}
+    tau = verl_tau_config(cfg, settings)
+    check_parser_names(tau.tool_call_parser, tau.reasoning_parser)
+    for key in ("train_files", "val_files"):
+        for file in _listed(cfg.data.get(key)):
+            if Path(file).is_file():
+                _check_rows(key, file)
+    return (
+        f"verl config OK: prompt_length={cfg.actor_rollout_ref.rollout.prompt_length} "
+        f"response_length={tau.max_response_len} max_context_len={tau.max_context_len} max_turns={tau.max_turns} "
+        f"max_tokens_per_turn={tau.max_tokens_per_turn} user={tau.user} parser={tau.tool_call_parser}"
+    )
+
+
+def _listed(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _check_rows(key: str, file: str) -> None:
+    import pandas as pd
+
+    frame = pd.read_parquet(file)
+    missing = {"data_source", "prompt", "agent_name", "extra_info"} - set(frame.columns)
+    if missing:
+        raise ConfigError(f"data.{key}={file} lacks columns {sorted(missing)}; write it with verl_data.verl_rows")
+    names = set(frame["agent_name"])
+    if names - {AGENT_NAME}:
+        raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")
+
+
+@register(AGENT_NAME)
+class TauAgentLoop(AgentLoopBase):
+    """Plays the row's τ task; returns token-exact ids, mask 1 only on sampled ids, τ's reward."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        loop_settings = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("tau_")}
+        super().__init__(*args, **kwargs)
+        self.tau_config = verl_tau_config(self.config, loop_settings)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.response_length = int(self.rollout_config.response_length)
+
+    async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
+        """Play one episode; never raises for an external failure or a bad row (see the module docstring)."""
+        config = self.tau_config
+        policy = VerlPolicy(
+            self.server_manager,
+            self._request_id(row.get("priority", 0)),
+            max_prompt_len=self.prompt_length,
+            stop_token_ids=_stop_ids(self.tokenizer, sampling_params),
+            timeout_s=config.policy_timeout_s,
+            retry=RetrySettings(attempts=config.policy_retries),
+        )
+        try:
+            resources = await EpisodeResources.for_config(config, tokenizer=self.tokenizer)
+        except ConfigError:
+            raise
+        except Exception as exc:  # the failure boundary: nothing but a ConfigError reaches verl
+            logger.exception("slime-tau-plugin could not build its resources for %r", config)
+            return self.to_output(failed_result(config, exc), policy.summary())
+        try:
+            ref = task_ref_from_extra_info(row.get("extra_info"), config)
+            result = await run_episode(resources, policy, ref, dict(sampling_params), session_id=policy.request_id)
+        except Exception as exc:  # the failure boundary: nothing reaches verl
+            logger.exception("τ episode for row index=%s failed before it started", row.get("index"))
+            result = failed_result(config, exc)
+        return self.to_output(result, policy.summary())
+
+    def _request_id(self, priority: Any) -> str:
+        """verl's own choice (``ToolAgentLoop._make_request_id``): stable under full determinism, else random."""
+        return f"det-{priority}" if self.rollout_config.get("full_determinism") else uuid.uuid4().hex
+
+    def to_output(self, result: EpisodeResult, summary: VerlEpisodeSummary) -> AgentLoopOutput:
+        """An :class:`EpisodeResult` as verl's output; an episode that must not train keeps mask and reward 0."""
+        error, trains = result.error, result.termination.is_trainable
+        traj = trainable_trajectory(result, self.tokenizer)  # never empty: verl puts the reward on the last id
+        prompt_ids = list(traj.prompt_ids)
+        if len(prompt_ids) > self.prompt_length:  # only when the episode never reached its first turn
+            trains = False
+            error = error or f"the prompt has {len(prompt_ids)} tokens, more than rollout.prompt_length"
+            prompt_ids = prompt_ids[-self.prompt_length :]
+            traj = traj.without_training()
+        if not trains:
+            error = error or "the engine aborted a turn: the episode is not trained"
+        response_ids, mask, log_probs = traj.response_ids, traj.loss_mask, traj.rollout_log_probs
+        n = self.response_length  # the engine's budget keeps within it; cut as ToolAgentLoop does otherwise
+        response_ids, mask, log_probs = response_ids[:n], mask[:n], log_probs[:n]
+        reward = float(result.reward) if trains else 0.0
+        timings = result.timings
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            response_mask=mask,
+            response_logprobs=log_probs,
+            routed_experts=self._routed_experts(summary, len(prompt_ids) + len(response_ids), trains),
+            reward_score=reward,
+            num_turns=1 + len(traj.segments),  # verl's count: the prompt, each generation, each reply round
+            metrics=AgentLoopMetrics(
+                generate_sequences=timings.policy_s,
+                tool_calls=timings.env_s + timings.user_s,  # τ's reward runs among the env calls
+                num_preempted=summary.num_preempted,
+            ),
+            extra_fields=self._extra_fields(result, summary, reward, trains, error),
+        )
+
+    def _extra_fields(
+        self, result: EpisodeResult, summary: VerlEpisodeSummary, reward: float, trains: bool, error: str | None
+    ) -> dict[str, Any]:
+        c, task = result.counters, result.task
+        status = result.termination.status
+        if not trains and result.termination.is_trainable:  # cut by verl's prompt length
+            status = SampleStatus.FAILED
+        record = self.tau_config.record_messages
+        return {
+            "tau_task": f"{task.benchmark}/{task.domain}/{task.split}/{task.task_id}",
+            "status": status.value,
+            "termination_reason": result.termination.value,
+            "model_turns": result.num_turns,
+            **c.as_dict(),
+            "template_mode": result.template_mode,
+            "reward_info": result.reward_info,
+            "error": error,
+            "tau_package": result.env_info.get("tau_package"),
+            "tau_version": result.env_info.get("tau_version"),
+            **result.timings.as_metadata(),
+            "min_global_steps": summary.min_global_steps,
+            "max_global_steps": summary.max_global_steps,
+            "messages": list(result.messages) if record else None,
+            "tools": list(result.tools) if record else None,
+            # verl turns these into per-data-source validation metrics (val-core/<source>/acc/mean@N, best@N...)
+            "reward_extra_info": {
+                "acc": float(reward >= 1.0 - 1e-6),
+                "model_turns": result.num_turns,
+                "tool_calls": c.tool_calls,
+                "parse_errors": c.parse_errors,
+                "failed": float(not trains),
+            },
+        }
+
+    def _routed_experts(self, summary: VerlEpisodeSummary, total: int, trains: bool) -> Any:
+        """The newest turn's routed experts; zeros when there are none but routing replay is on (verl
+        concatenates the batch's arrays, so every output needs one)."""
+        if not self.rollout_config.get("enable_rollout_routing_replay"):
+            return None
+        import numpy as np
+
+        model = str(self.config.actor_rollout_ref.model.get("path", ""))
+        routed = summary.routed_experts
+        if routed is not None:
+            _routed_shape[model] = (tuple(routed.shape[1:]), np.asarray(routed[:1]).dtype)
+            if trains:
+                return routed[:total]
+        shape, dtype = _routed_shape.get(model) or (_hf_routing_shape(model), np.int32)
+        return np.zeros((total, *shape), dtype=dtype) if shape else None
+
+
+def _hf_routing_shape(model_path: str) -> tuple[int, ...] | None:
+    """(layers, experts per token) from the model's Hugging Face config, for a zero routed-experts array."""
+    try:
+        from transformers import AutoConfig
+
+        hf = AutoConfig.from_pretrained(model_path, local_files_only=True)
+        return (int(hf.num_hidden_layers), int(hf.num_experts_per_tok))
+    except Exception as exc:
+        logger.warning("cannot read num_hidden_layers/num_experts_per_tok from %r: %s", model_path, exc)
+        return None
+
+
+def _stop_ids(tokenizer: Any, sampling_params: Mapping[str, Any]) -> set[int]:
+    """Ids that end a turn: a turn that used all ``max_new_tokens`` and ends on one of them is not cut."""
+    ids = {int(t) for t in sampling_params.get("stop_token_ids") or ()}
+    eos = getattr(tokenizer, "eos_token_id", None)
+    ids.update([eos] if isinstance(eos, int) else list(eos or ()))
+    return ids

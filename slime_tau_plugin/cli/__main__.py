@@ -1,7 +1,0 @@
-"""``python -m slime_tau_plugin.cli`` = ``slime-tau``."""
-
-import sys
-
-from .main import main
-
-sys.exit(main())

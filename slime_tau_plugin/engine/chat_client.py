@@ -1,0 +1,110 @@
+"""Async client for an OpenAI-compatible ``/chat/completions`` endpoint (the LLM user simulator).
+
+Our own client rather than litellm: importing τ² caps synchronous litellm calls at 10 in flight per
+process, and a blocking call would hold a pool thread for the whole LLM latency. Here thousands of
+user turns wait concurrently on the event loop. Connection errors, timeouts, 429 and 5xx are retried
+with backoff (a chat completion has no side effects; a ``Retry-After`` is honoured); other 4xx and
+malformed answers are not. An endpoint guard (``endpoints.py``) bounds the requests in flight and makes
+episodes wait out an outage. Every failure surfaces as :class:`UserSimulatorError`, which ends the episode
+FAILED. Each answer's token usage and latency are added to the episode's ``NetStats``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from slime_tau_plugin.engine.config import LLMEndpoint
+from slime_tau_plugin.engine.endpoints import EndpointDownError, EndpointGuard, current_stats
+from slime_tau_plugin.engine.errors import UserSimulatorError
+from slime_tau_plugin.engine.loop_http import LoopBoundHTTP, TransportError
+from slime_tau_plugin.engine.retry import RetrySettings, parse_retry_after, retry_async
+
+
+class _TransientError(UserSimulatorError):
+    """A failure worth retrying (connection, timeout, 429, 5xx)."""
+
+    retry_after: float | None = None
+
+
+class ChatClient:
+    """One endpoint's pooled client; share it between episodes."""
+
+    def __init__(
+        self, endpoint: LLMEndpoint, *, what: str = "user simulator", guard: EndpointGuard | None = None
+    ) -> None:
+        self.endpoint = endpoint
+        self.what = what
+        self.retry = RetrySettings(attempts=endpoint.retries)
+        self.guard = guard
+        self._http = LoopBoundHTTP(endpoint.base_url, timeout_s=endpoint.timeout_s)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, seed: int | None = None
+    ) -> dict:
+        """The first choice's ``message`` (``content`` and maybe ``tool_calls``); ``seed`` is sent as OpenAI's
+        ``seed`` (vLLM and SGLang honour it per request), so a seeded episode's user is reproducible.
+
+        Raises:
+            UserSimulatorError: after the retries, or at once for a non-retryable answer.
+        """
+        payload: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            "temperature": self.endpoint.temperature,
+        }
+        if tools:
+            payload["tools"] = tools
+        if seed is not None:
+            payload["seed"] = seed
+        headers = {"Authorization": f"Bearer {self.endpoint.api_key}"} if self.endpoint.api_key else None
+        url = f"{self.endpoint.base_url}/chat/completions"
+
+        stats = current_stats()
+
+        async def once() -> dict:
+            t0 = time.perf_counter()
+            try:
+                answer = await self._http.post_json("/chat/completions", payload, headers)
+            except TransportError as exc:
+                raise _TransientError(f"{self.what}: {exc}") from exc
+            finally:
+                if stats is not None:
+                    stats.user_latency_s += time.perf_counter() - t0
+            status, text = answer.status, answer.text
+            if status == 429 or status >= 500:
+                error = _TransientError(f"{self.what}: POST {url} answered {status}: {text[:200]}")
+                error.retry_after = parse_retry_after(answer.retry_after)
+                raise error
+            if status >= 400:
+                raise UserSimulatorError(f"{self.what}: POST {url} answered {status}: {text[:300]}")
+            try:
+                body = json.loads(text)
+            except json.JSONDecodeError as exc:  # a body cut short: a chat completion is safe to ask again
+                raise _TransientError(f"{self.what}: {url} answered a body that is not JSON: {text[:200]!r}") from exc
+            try:
+                message = body["choices"][0]["message"]
+            except (KeyError, IndexError, TypeError) as exc:
+                raise UserSimulatorError(f"{self.what}: {url} answered an unexpected body: {text[:200]!r}") from exc
+            if stats is not None:
+                _count_usage(stats, body.get("usage"))
+            return message
+
+        try:
+            return await retry_async(once, self.retry, (_TransientError,), f"{self.what} {url}", self.guard)
+        except _TransientError as exc:
+            raise UserSimulatorError(f"{exc} (after {self.retry.attempts} tries)") from exc
+        except EndpointDownError as exc:
+            raise UserSimulatorError(str(exc)) from exc
+
+
+def _count_usage(stats: Any, usage: Any) -> None:
+    """Add an answer's OpenAI ``usage`` to the episode's user-simulator counts (what a team budgets)."""
+    stats.user_requests += 1
+    if isinstance(usage, dict):
+        stats.user_prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        stats.user_completion_tokens += int(usage.get("completion_tokens") or 0)

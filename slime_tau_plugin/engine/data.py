@@ -1,0 +1,131 @@
+"""τ tasks <-> JSONL rows for slime (``--input-key index --metadata-key metadata``).
+
+Row shape (one per task; ``index`` is unique within a file, the metadata says which task it is)::
+
+    {"index": 7, "metadata": {"benchmark": "tau2", "domain": "retail", "split": "train",
+                              "task_id": "7", "task": {...τ's own task dump...}}}
+
+With ``--input-key index`` slime hands the raw ``index`` value to ``generate`` as ``sample.prompt`` and
+the ``metadata`` dict as ``sample.metadata``; :func:`task_ref_from_sample` turns them back into a
+:class:`TaskRef`. Writing the files (training mixtures, eval sets, slime's eval YAML) is ``task_files.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.envs import TaskRef, check_domain, get_backend
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.task_ref import task_id_of
+
+
+def task_row(index: int, ref: TaskRef) -> dict[str, Any]:
+    """The JSONL row slime reads for one task."""
+    metadata: dict[str, Any] = {"benchmark": ref.benchmark, "domain": ref.domain, "split": ref.split}
+    metadata[ref.id_key] = ref.task_id
+    if ref.task is not None:
+        metadata["task"] = ref.task
+    return {"index": index, "metadata": metadata}
+
+
+def task_ref_from_sample(prompt: Any, metadata: dict[str, Any] | None, config: TauConfig) -> TaskRef:
+    """Which task a slime sample plays.
+
+    Metadata wins (benchmark, domain, split, task_id/task_index, task); otherwise ``prompt`` is the
+    task's position in the configured split (slime's ``--input-key index``).
+
+    Raises:
+        ConfigError: the sample names an unknown benchmark/domain/split, or no task at all.
+    """
+    metadata = metadata or {}
+    benchmark = metadata.get("benchmark", config.benchmark)
+    domain = metadata.get("domain", config.domain)
+    split = metadata.get("split", config.split)
+    check_domain(benchmark, domain)
+    task_id = task_id_of(metadata)
+    if task_id is not None:
+        return TaskRef(benchmark, domain, split, task_id, metadata.get("task"))
+    if isinstance(prompt, int) or (isinstance(prompt, str) and prompt.strip().isdigit()):
+        refs = get_backend(benchmark).task_refs(domain, split)
+        position = int(prompt)
+        if not 0 <= position < len(refs):
+            raise ConfigError(
+                f"sample.prompt={prompt!r} is out of range: {benchmark}/{domain}/{split} has {len(refs)} tasks"
+            )
+        return refs[position]
+    raise ConfigError(
+        "sample names no task: expected metadata with 'task_id' (tau2) or 'task_index' (tau1), or an integer "
+        f"prompt (slime --input-key index); got prompt={str(prompt)[:80]!r}, metadata keys={sorted(metadata)}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSet:
+    """One τ task list, written ``BENCHMARK/DOMAIN/SPLIT`` on the command line (e.g. ``tau2/retail/test``)."""
+
+    benchmark: str
+    domain: str
+    split: str
+
+    def __str__(self) -> str:
+        return f"{self.benchmark}/{self.domain}/{self.split}"
+
+    @property
+    def slug(self) -> str:
+        """``tau2_retail_test``: the set's file and slime eval-dataset name."""
+        return f"{self.benchmark}_{self.domain}_{self.split}"
+
+
+def parse_task_sets(spec: str) -> list[TaskSet]:
+    """``"tau2/retail,airline/train"`` -> one TaskSet per domain (a comma list names several domains).
+
+    Raises:
+        ConfigError: the spec is not BENCHMARK/DOMAIN[,DOMAIN...]/SPLIT, or names an unknown benchmark/domain.
+    """
+    parts = [part.strip() for part in spec.split("/")]
+    domains = [d.strip() for d in parts[1].split(",")] if len(parts) == 3 else []
+    if len(parts) != 3 or not (parts[0] and parts[2] and domains and all(domains)):
+        raise ConfigError(
+            f"task set {spec!r} is malformed; expected BENCHMARK/DOMAIN/SPLIT (DOMAIN may be a comma list), "
+            "e.g. tau2/retail/test or tau2/retail,airline/train"
+        )
+    for domain in domains:
+        try:
+            check_domain(parts[0], domain)
+        except ConfigError as exc:
+            raise ConfigError(f"task set {spec!r}: {exc}") from exc
+    return [TaskSet(parts[0], domain, parts[2]) for domain in domains]
+
+
+_TAU2_SPLITS_IN_BASE = {"train", "test"}
+"""τ²'s ``base`` split is train + test."""
+
+
+def leakage(train: TaskSet, evaluation: TaskSet) -> str | None:
+    """Why evaluating on ``evaluation`` after training on ``train`` would leak, or None (rules; no τ needed).
+
+    τ² retail/airline tasks are revised τ-bench v1 *test* tasks (63/74 τ² retail train tasks share their
+    gold actions with a v1 test task), so v1 test and any τ² retail/airline split overlap; within one
+    benchmark, equal splits overlap and τ²'s ``base`` contains ``train`` and ``test``. Other τ² split
+    pairs (telecom's ``full``) are compared by task id once the tasks are loaded (``task_files``).
+    """
+    tb, td, ts = train.benchmark, train.domain, train.split
+    eb, ed, es = evaluation.benchmark, evaluation.domain, evaluation.split
+    if td != ed:
+        return None
+    if tb == eb:
+        if ts == es:
+            return f"{train} is used for both training and evaluation"
+        if tb == "tau2" and {ts, es} & {"base"} and {ts, es} & _TAU2_SPLITS_IN_BASE:
+            return f"tau2/{td}/base contains the {({ts, es} - {'base'}).pop()} split"
+        return None
+    if td in ("retail", "airline"):
+        v1_split = ts if tb == "tau1" else es
+        if v1_split == "test":
+            return (
+                f"τ² {td} tasks are revised τ-bench v1 {td} test tasks (most share their gold actions): "
+                f"{train} for training and {evaluation} for evaluation overlap"
+            )
+    return None

@@ -1,0 +1,294 @@
+"""What every episode of the process shares about one endpoint: in-flight slots, the outage clock, the breaker.
+
+slime runs thousands of episodes on one event loop against one policy router, one user simulator and one
+judge. Three things must hold per endpoint, not per request:
+
+- **Bounded in flight** (``tau_*_max_inflight``): a slot is taken before a request starts and released when
+  its answer is read, so the request's own timeout never counts the wait for a slot.
+- **Outages cost time, not samples**: when every request to an endpoint that has answered before fails,
+  the requests wait for it (jittered backoff) instead of failing their episodes, up to
+  ``tau_outage_tolerance_s`` counted from the endpoint's first failure since its last success. One log line
+  per endpoint per minute says so. An endpoint that never answered in this process (a wrong URL, a server
+  not started) is not waited for: its episodes fail after their own tries, in seconds.
+- **A breaker**: past the tolerance the endpoint is *down*: requests fail at once with the endpoint named
+  (one probe request every few seconds is let through), and the first success closes it again.
+
+A request that keeps failing while the same endpoint answers other requests is its own problem: it gives
+up after its tries, as before. Per-episode numbers (retries, time waiting out outages and for slots, the
+user simulator's token usage) go to the episode's :class:`NetStats`, found through a context variable, so
+no client signature carries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import enum
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from slime_tau_plugin.engine.errors import TauPluginError
+
+logger = logging.getLogger(__name__)
+
+PROBE_INTERVAL_S = 5.0
+"""While an endpoint is down, one request per this many seconds is let through to see if it is back."""
+LOG_INTERVAL_S = 60.0
+"""An endpoint that is failing is reported at most once per this many seconds."""
+
+
+class EndpointRole(str, enum.Enum):
+    """Which collaborator an endpoint is; the value is what log lines and errors name."""
+
+    POLICY = "policy"
+    USER = "user simulator"
+    JUDGE = "judge"
+
+
+class EndpointDownError(TauPluginError):
+    """An endpoint failed every request for longer than ``tau_outage_tolerance_s`` (its breaker is open).
+
+    Clients re-raise it as their own error type (a policy error, a user-simulator error) so episodes end
+    with the usual FAILED statuses; the message names the endpoint and how long it has been down.
+    """
+
+
+class EpisodeDeadlineError(TauPluginError):
+    """The episode's wall-clock deadline (``tau_episode_timeout_s``) passed while it waited on a retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuardSettings:
+    """One endpoint's limits (from ``TauConfig``)."""
+
+    max_inflight: int | None = None
+    """Requests in flight at once; None = unbounded."""
+    outage_tolerance_s: float = 300.0
+    """How long requests wait out an endpoint that fails everything before its breaker opens (0 = never wait)."""
+
+
+@dataclass(slots=True)
+class NetStats:
+    """One episode's network bookkeeping (lands in ``sample.metadata``)."""
+
+    retry_budget: int | None = None
+    """Retries this episode may still spend on transient faults (None = unlimited)."""
+    deadline: float | None = None
+    """``time.monotonic()`` past which the episode must end."""
+    retries: int = 0
+    outage_wait_s: float = 0.0
+    """Time spent waiting for a failing endpoint to come back."""
+    slot_wait_s: float = 0.0
+    """Time spent waiting for an in-flight slot (``tau_*_max_inflight``)."""
+    user_requests: int = 0
+    user_prompt_tokens: int = 0
+    user_completion_tokens: int = 0
+    user_latency_s: float = 0.0
+    """Time the user simulator's HTTP requests took (its tools and our own CPU excluded)."""
+
+    def spend_retry(self) -> bool:
+        """Take one retry from the budget; False when it is spent."""
+        if self.retry_budget is not None:
+            if self.retry_budget <= 0:
+                return False
+            self.retry_budget -= 1
+        self.retries += 1
+        return True
+
+    def past_deadline(self, after_s: float = 0.0) -> bool:
+        return self.deadline is not None and time.monotonic() + after_s > self.deadline
+
+    def as_metadata(self) -> dict[str, float | int]:
+        return {
+            "net_retries": self.retries,
+            "outage_wait_s": round(self.outage_wait_s, 4),
+            "slot_wait_s": round(self.slot_wait_s, 4),
+            "user_requests": self.user_requests,
+            "user_prompt_tokens": self.user_prompt_tokens,
+            "user_completion_tokens": self.user_completion_tokens,
+            "user_latency_s": round(self.user_latency_s, 4),
+        }
+
+
+_episode_stats: contextvars.ContextVar[NetStats | None] = contextvars.ContextVar("tau_episode_net", default=None)
+
+
+def current_stats() -> NetStats | None:
+    """The running episode's stats (None outside an episode, e.g. a CLI pre-flight request)."""
+    return _episode_stats.get()
+
+
+@contextlib.contextmanager
+def episode_stats(stats: NetStats):
+    """Make ``stats`` the current episode's for the duration of the block (each asyncio task has its own)."""
+    token = _episode_stats.set(stats)
+    try:
+        yield stats
+    finally:
+        _episode_stats.reset(token)
+
+
+@dataclass(slots=True)
+class EndpointGuard:
+    """One endpoint's shared state (see the module docstring)."""
+
+    role: EndpointRole
+    url: str
+    settings: GuardSettings
+    down_since: float | None = None
+    """``monotonic()`` of the first failure since the last success; None while the endpoint answers."""
+    is_open: bool = False
+    has_answered: bool = False
+    """A request succeeded once in this process: only then is a failing streak an outage to wait out."""
+    openings: int = 0
+    waiting: int = 0
+    """Requests now waiting out an outage."""
+    _last_probe: float = 0.0
+    _probe: asyncio.Future | None = None
+    _last_log: float = -LOG_INTERVAL_S
+    _reported: bool = False
+    _slots: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, stats: NetStats | None) -> AsyncIterator[None]:
+        """Hold one of the endpoint's in-flight slots (no-op when unbounded); the wait goes to ``stats``."""
+        if self.settings.max_inflight is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        semaphore = self._slots.get(loop)
+        if semaphore is None:
+            semaphore = self._slots[loop] = asyncio.Semaphore(self.settings.max_inflight)
+        t0 = time.monotonic()
+        async with semaphore:
+            if stats is not None:
+                stats.slot_wait_s += time.monotonic() - t0
+            yield
+
+    async def admit(self) -> bool:
+        """May a request go out? Always while closed. While open: one probe per ``PROBE_INTERVAL_S``; requests
+        that arrive while it is out wait for its answer and go if it closed the breaker; the rest are refused."""
+        if not self.is_open:
+            return True
+        probe = self._probe
+        if probe is not None and not probe.done() and probe.get_loop() is asyncio.get_running_loop():
+            await asyncio.shield(probe)
+            return not self.is_open
+        now = time.monotonic()
+        if now - self._last_probe >= PROBE_INTERVAL_S:
+            self._last_probe = now
+            self._probe = asyncio.get_running_loop().create_future()
+            return True
+        return False
+
+    def settle_probe(self) -> None:
+        """The probe (if one is out) has its answer: release the requests waiting on it."""
+        probe, self._probe = self._probe, None
+        if probe is not None and not probe.done():
+            probe.set_result(None)
+
+    def record_success(self) -> None:
+        if self.is_open:
+            logger.warning("%s endpoint %s answers again; its breaker is closed", self.role.value, self.url)
+        elif self._reported and self.down_since is not None:  # the outage note_waiting reported is over
+            logger.warning(
+                "%s endpoint %s answers again after %.0fs", self.role.value, self.url, self.outage_s(time.monotonic())
+            )
+        self._reported = False
+        self.down_since = None
+        self.is_open = False
+        self.has_answered = True
+
+    def record_failure(self, now: float) -> None:
+        if self.down_since is None:
+            self.down_since = now
+
+    def looks_down(self, since: float) -> bool:
+        """No request succeeded since ``since`` (this request's first failure) on an endpoint that answered
+        before: the endpoint is down, not this request wrong."""
+        return self.has_answered and self.down_since is not None and self.down_since <= since
+
+    def outage_s(self, now: float) -> float:
+        return 0.0 if self.down_since is None else now - self.down_since
+
+    def trip(self, now: float, cause: BaseException | None = None) -> None:
+        if not self.is_open:
+            self.is_open = True
+            self.openings += 1
+            self._last_probe = now
+            logger.error(
+                "%s endpoint %s failed every request for %.0fs (tau_outage_tolerance_s=%g): breaker open, its "
+                "episodes FAIL at once until it answers again; last error: %s",
+                self.role.value,
+                self.url,
+                self.outage_s(now),
+                self.settings.outage_tolerance_s,
+                cause,
+            )
+
+    def down_error(self) -> EndpointDownError:
+        """The same words for every episode it fails (the CLI shows a repeated warning once; the breaker's
+        log line has the last underlying error)."""
+        return EndpointDownError(
+            f"{self.role.value} endpoint {self.url} is down: every request failed for longer than "
+            f"tau_outage_tolerance_s={self.settings.outage_tolerance_s:g}s"
+        )
+
+    def note_waiting(self, now: float) -> None:
+        """One line per endpoint per minute while requests wait for it."""
+        if now - self._last_log >= LOG_INTERVAL_S:
+            self._last_log = now
+            self._reported = True
+            logger.warning(
+                "%s endpoint %s has failed every request for %.0fs; %d request(s) wait for it (up to "
+                "tau_outage_tolerance_s=%gs, then their episodes FAIL)",
+                self.role.value,
+                self.url,
+                self.outage_s(now),
+                self.waiting,
+                self.settings.outage_tolerance_s,
+            )
+
+
+_guards: dict[tuple[EndpointRole, str], EndpointGuard] = {}
+"""One guard per (role, URL) for the process; bounded by the endpoints a run configures."""
+_answered: set[tuple[EndpointRole, str]] = set()
+"""Endpoints a pre-flight check saw answer before their guard existed (bounded like ``_guards``)."""
+
+
+def note_answered(role: EndpointRole, url: str) -> None:
+    """A pre-flight request (the CLI's) got an answer: an outage from now on is waited for, even before the
+    first episode's request succeeds (a server restarted while the run starts costs time, not samples)."""
+    key = (role, url.rstrip("/"))
+    if key in _guards:
+        _guards[key].has_answered = True
+    else:
+        _answered.add(key)
+
+
+def guard_for(role: EndpointRole, url: str, settings: GuardSettings) -> EndpointGuard:
+    """The process's guard for ``url`` in ``role`` (the first caller's settings win; one run = one setting)."""
+    key = (role, url.rstrip("/"))
+    guard = _guards.get(key)
+    if guard is None:
+        guard = _guards[key] = EndpointGuard(role, key[1], settings, has_answered=key in _answered)
+    return guard
+
+
+def breaker_openings() -> dict[str, int]:
+    """Breaker openings per endpoint so far (for the soak's report and metrics)."""
+    return {f"{g.role.value} {g.url}": g.openings for g in _guards.values() if g.openings}
+
+
+def forget_endpoint_history() -> None:
+    """Every guard back to "never answered, closed" (a new run in the same process, tests, the soak)."""
+    _answered.clear()
+    for guard in _guards.values():
+        guard.down_since = None
+        guard.is_open = False
+        guard.has_answered = False
+        guard.waiting = 0

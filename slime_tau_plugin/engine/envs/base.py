@@ -1,0 +1,174 @@
+"""The agent's uniform view of a τ environment, whatever τ version is underneath.
+
+A backend turns a :class:`TaskRef` into an :class:`EnvSession` (one episode, its own fresh database).
+Everything here is synchronous: the episode engine calls it through ``run_blocking``. Backends import
+their τ package lazily, so this package imports without any τ installed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from slime_tau_plugin.engine.choices import NLAssertionMode, RewardMode, parse_choice
+from slime_tau_plugin.engine.task_ref import TaskRef
+
+if TYPE_CHECKING:
+    from slime_tau_plugin.engine.episode import TerminationReason
+
+REWARD_METHODS: dict[RewardMode, str] = {RewardMode.FAST: "fast_reward", RewardMode.REFERENCE: "reference_reward"}
+"""``tau_reward_mode`` -> the :class:`EnvSession` method that scores an episode: judging is apart from
+running, and a new reward mode is one method per session plus one line here."""
+STOP_MARKER = "###STOP###"
+"""What τ's simulated user says to end the conversation (both τ versions; τ² adds transfer/out-of-scope)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvToolCall:
+    """A tool call the agent (or the simulated user) asks the environment to run."""
+
+    name: str
+    arguments: dict[str, Any]
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What a tool call returned."""
+
+    content: str
+    """The observation text the caller sees."""
+    is_error: bool = False
+    """The tool raised (bad arguments, failed precondition, unknown tool)."""
+    is_done: bool = False
+    """The call ended the episode (e.g. a transfer to a human agent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RewardResult:
+    """τ's own reward for a finished episode, with its breakdown."""
+
+    reward: float
+    breakdown: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GoldAction:
+    """One action of a task's reference solution (drives the oracle policy and scripted users)."""
+
+    name: str
+    arguments: dict[str, Any]
+    requestor: str = "assistant"
+    """``assistant`` or ``user`` (τ² telecom has user-side actions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskScript:
+    """What a task asks and its reference solution (for scripted users and the oracle policy)."""
+
+    user_instructions: str
+    """The simulated user's opening message (the task's instruction)."""
+    gold_actions: tuple[GoldAction, ...] = ()
+    gold_outputs: tuple[str, ...] = ()
+    """Strings the agent must tell the user for a full reward."""
+    task_id: str = ""
+    """Named in the scripted user's opening, so tasks with identical instructions stay distinguishable."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvOptions:
+    """Per-run choices about how episodes are scored (same for every episode of a run)."""
+
+    reward_mode: RewardMode = RewardMode.FAST
+    """``fast``: cached gold outcome, same reward as τ's evaluation; ``reference``: τ's own evaluation."""
+    nl_assertions: NLAssertionMode = NLAssertionMode.JUDGE
+    """``judge``: NL assertions in a task's reward basis go to the judge; ``exclude``: left out (said in metadata)."""
+    judge: Any = None
+    """An ``LLMEndpoint`` for NL-assertion judging (τ³ tasks); None = τ's default judge."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reward_mode", parse_choice(RewardMode, "reward_mode", self.reward_mode))
+        object.__setattr__(self, "nl_assertions", parse_choice(NLAssertionMode, "nl_assertions", self.nl_assertions))
+
+
+class EnvSession(ABC):
+    """One episode's environment. Not thread-safe: one caller at a time."""
+
+    tools: list[dict[str, Any]]
+    """Agent tools as OpenAI function schemas."""
+    agent_system_prompt: str
+    """τ's domain rules for the agent (τ²'s policy, v1's wiki): the agent's system prompt."""
+    user_tools: list[dict[str, Any]] = []
+    """Tools the simulated user can run (τ² telecom's device tools); empty elsewhere."""
+    user_stop_markers: tuple[str, ...] = (STOP_MARKER,)
+    """Text that ends the episode when the simulated user says it (τ² also has transfer/out-of-scope)."""
+    first_agent_message: str = "Hi! How can I help you today?"
+    """The greeting τ's LLM user answers with its opening message."""
+
+    @abstractmethod
+    def step(self, call: EnvToolCall) -> StepResult:
+        """Run an agent tool call against this episode's database."""
+
+    @abstractmethod
+    def record_message(self, role: str, content: str) -> None:
+        """Record a plain assistant or user message (τ rewards inspect what the agent said)."""
+
+    def user_step(self, call: EnvToolCall) -> StepResult:
+        """Run a user-side tool (τ² telecom); backends without user tools refuse."""
+        return StepResult(f"Error: the user has no tool named {call.name!r}", is_error=True)
+
+    reward_mode: RewardMode = RewardMode.FAST
+    """How :meth:`reward` scores this episode (the run's ``EnvOptions.reward_mode``)."""
+
+    def reward(self, termination: TerminationReason) -> RewardResult:
+        """The episode's reward by :attr:`reward_mode` (equal to τ's own evaluation); call once, at the end.
+
+        Only terminations with ``is_scored`` earn a reward, as in τ.
+        """
+        return getattr(self, REWARD_METHODS[self.reward_mode])(termination)
+
+    @abstractmethod
+    def fast_reward(self, termination: TerminationReason) -> RewardResult:
+        """The cached-gold-outcome reward: equal to :meth:`reference_reward`, in milliseconds."""
+
+    @abstractmethod
+    def reference_reward(self, termination: TerminationReason) -> RewardResult:
+        """τ's own, uncached evaluation of the same episode (slow): the parity reference."""
+
+    @abstractmethod
+    def user_system_prompt(self) -> str:
+        """The LLM user's system prompt: τ's own user-simulator guidelines with this task's instruction."""
+
+    script: TaskScript
+    """The task's instruction and reference solution."""
+
+
+class EnvBackend(ABC):
+    """Opens episodes and lists tasks for one τ version."""
+
+    name: str
+
+    @abstractmethod
+    def open(self, ref: TaskRef, options: EnvOptions | None = None) -> EnvSession:
+        """A fresh episode for ``ref`` (its own database, reset to the task's initial state)."""
+
+    @abstractmethod
+    def task_refs(self, domain: str, split: str) -> list[TaskRef]:
+        """All tasks of ``domain``/``split`` in τ's order; ConfigError for unknown names."""
+
+    @abstractmethod
+    def script(self, ref: TaskRef) -> TaskScript:
+        """The task's instruction and reference solution, without building an environment."""
+
+    @abstractmethod
+    def task_dump(self, ref: TaskRef) -> dict[str, Any]:
+        """The task as JSON, so a prepared row replays exactly even if τ's data changes later."""
+
+    @abstractmethod
+    def splits(self, domain: str) -> tuple[str, ...]:
+        """The split names ``domain`` has."""
+
+    def package_version(self) -> dict[str, str]:
+        """Which τ distribution and version is installed (recorded in each sample's metadata)."""
+        return {}

@@ -1,0 +1,157 @@
+"""Process resources: what every episode of one config shares, built once from config alone.
+
+:class:`EpisodeResources` holds the tokenizer, the chat template and tool-call parser per tool set
+(:class:`ToolingCache`), the τ backend, the scoring options (reward mode, NL-assertion judge) and the
+LLM user's client. It is everything an episode needs except the policy, which each front door injects
+per episode (``engine.EpisodeEngine``).
+
+Owner, key and lifetime: :meth:`EpisodeResources.for_config` is the one cache. Its key is the frozen
+``TauConfig`` (hashable: every field is a value) plus the identity of a tokenizer the caller brings
+(verl brings its own; the entry holds it, so its id stays unique); an entry lives as long as the
+process. The first call for a key builds the resources in a worker thread (tokenizer files, SGLang's
+parsers and τ's import take seconds), so slime's event loop keeps serving other episodes meanwhile;
+concurrent callers await the same build. A failed build is not cached: the next call tries again.
+The default policy client (``tau_policy_url``) is built here too, for the front doors that use it.
+Nothing here imports slime or verl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from slime_tau_plugin.engine.chat_client import ChatClient
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, get_backend
+from slime_tau_plugin.engine.errors import MissingSettingError
+from slime_tau_plugin.engine.policy import PolicyClient, policy_client
+from slime_tau_plugin.engine.template_probe import PROBE_TOOLS
+from slime_tau_plugin.engine.templates import ChatTemplate, load_tokenizer
+from slime_tau_plugin.engine.tool_calls import ToolCallParser, check_parser_names
+from slime_tau_plugin.engine.users import user_client
+from slime_tau_plugin.tools.faults.env import with_faults
+
+logger = logging.getLogger(__name__)
+
+
+class ToolingCache:
+    """One chat template and tool-call parser per tool set, shared by every episode of a process.
+
+    Building them costs milliseconds (template probing, parser setup); every episode of a domain needs
+    the same pair. The lock guards only the dict: callers run :meth:`get` in a worker thread.
+    """
+
+    def __init__(self, tokenizer: Any, config: TauConfig) -> None:
+        """Probe the chat template once with a probe tool set (``template_probe``), before any episode.
+
+        Raises:
+            ConfigError: one line naming the tokenizer, when its template cannot run τ episodes.
+        """
+        self._tokenizer, self._config = tokenizer, config
+        self._cache: dict[str, tuple[ChatTemplate, ToolCallParser]] = {}
+        self._lock = threading.Lock()
+        kwargs = {} if config.enable_thinking is None else {"enable_thinking": config.enable_thinking}
+        ChatTemplate(tokenizer, PROBE_TOOLS, kwargs)
+
+    def get(self, tools: list[dict[str, Any]]) -> tuple[ChatTemplate, ToolCallParser]:
+        key = json.dumps(tools, sort_keys=True)
+        with self._lock:
+            if key not in self._cache:
+                cfg = self._config
+                kwargs = {} if cfg.enable_thinking is None else {"enable_thinking": cfg.enable_thinking}
+                self._cache[key] = (
+                    ChatTemplate(self._tokenizer, tools, kwargs),
+                    ToolCallParser(tools, cfg.tool_call_parser, cfg.reasoning_parser),
+                )
+            return self._cache[key]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EpisodeResources:
+    """What the episodes of one config share; the policy is not among them (it is injected per episode)."""
+
+    config: TauConfig
+    tokenizer: Any
+    backend: EnvBackend
+    """The τ version's backend (process-wide, from ``envs.get_backend``)."""
+    tooling: ToolingCache
+    env_options: EnvOptions
+    """Reward mode, NL-assertion handling and the judge's endpoint: the same for every episode."""
+    user_client: ChatClient | None = None
+    """The LLM user's pooled client; None for the scripted user."""
+    policy: PolicyClient | None = None
+    """The client for ``tau_policy_url`` (``tau_policy_api`` picks its class): slime's and the CLI's policy.
+    None without a URL: verl injects its own per episode."""
+
+    @classmethod
+    def build(cls, config: TauConfig, *, tokenizer: Any = None, backend: EnvBackend | None = None) -> EpisodeResources:
+        """Build synchronously (slow on first use: run it off the event loop; :meth:`for_config` does).
+
+        Raises:
+            MissingSettingError: no tokenizer path is configured and none is given.
+            ConfigError: the tokenizer, parser names or benchmark cannot be used.
+        """
+        policy = policy_client(config) if config.policy_url else None
+        check_parser_names(config.tool_call_parser, config.reasoning_parser)
+        if tokenizer is None:
+            if not config.tokenizer_path:
+                raise MissingSettingError(
+                    "no tokenizer: set tau_tokenizer_path or slime's --hf-checkpoint to a local directory"
+                )
+            tokenizer = load_tokenizer(config.tokenizer_path, trust_remote_code=config.trust_remote_code)
+        return cls(
+            config=config,
+            tokenizer=tokenizer,
+            backend=with_faults(
+                backend if backend is not None else get_backend(config.benchmark), config.env_timeout_s
+            ),
+            tooling=ToolingCache(tokenizer, config),
+            env_options=EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint()),
+            user_client=user_client(config),
+            policy=policy,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP sessions opened on the running loop (a script's loop ends before the process)."""
+        for client in (self.policy, self.user_client):
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
+
+    @classmethod
+    async def for_config(cls, config: TauConfig, *, tokenizer: Any = None) -> EpisodeResources:
+        """The process's resources for ``config`` (and ``tokenizer``, if the caller brings one), built once
+        off the event loop.
+
+        Raises:
+            MissingSettingError, ConfigError: as :meth:`build` (not cached; the next call retries).
+        """
+        key = (config, id(tokenizer) if tokenizer is not None else None)
+        with _lock:
+            future = _cache.get(key)
+            is_builder = future is None
+            if is_builder:
+                future = _cache[key] = concurrent.futures.Future()
+        if is_builder:
+            try:
+                built = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: cls.build(config, tokenizer=tokenizer)
+                )
+            except BaseException as exc:
+                with _lock:
+                    _cache.pop(key, None)
+                future.set_exception(exc)
+                raise
+            future.set_result(built)
+            logger.info("slime-tau-plugin resources ready: %r", config)
+        return await asyncio.wrap_future(future)
+
+
+_cache: dict[tuple[TauConfig, int | None], concurrent.futures.Future[EpisodeResources]] = {}
+_lock = threading.Lock()
+"""Guards only the dict above (never held across a build or an await)."""

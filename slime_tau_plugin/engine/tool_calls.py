@@ -1,0 +1,206 @@
+"""Model text -> one action: tool call(s), a message to the user, or an invalid call fed back to the model.
+
+Parsing is SGLang's own (``FunctionCallParser`` and, for thinking models, ``ReasoningParser``), so the
+plugin reads tool calls exactly as an SGLang server would. SGLang drops a malformed ``<tool_call>``
+block or an unknown tool with only a log line; we count the blocks ourselves, and a mismatch becomes an
+``invalid`` action whose reason goes back to the model and into the sample's metadata.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import json
+import re
+import sys
+import threading
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slime_tau_plugin.engine.errors import ConfigError
+
+ActionKind = Literal["tool_calls", "respond", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCall:
+    """One well-formed call of a known tool."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAction:
+    """What a model turn asks for."""
+
+    kind: ActionKind
+    content: str
+    """Visible text (reasoning removed): the message to the user for ``respond``."""
+    calls: tuple[ParsedCall, ...] = ()
+    reasoning: str = ""
+    reason: str = ""
+    """Why the turn is ``invalid`` (fed back to the model)."""
+    blocks: int = 0
+    """Tool-call blocks the turn wrote (τ² would answer each, so each counts toward ``tau_max_errors``)."""
+
+
+def _bare_package(name: str) -> types.ModuleType:
+    """Register ``name`` as a package object without running its ``__init__`` (which needs a GPU stack)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"package {name!r} is not installed")
+    module = types.ModuleType(name)
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__package__ = name
+    sys.modules[name] = module
+    return module
+
+
+_import_lock = threading.Lock()
+
+
+@functools.cache
+def import_sglang_parsers() -> tuple[type, type, type, type]:
+    """Import SGLang's ``FunctionCallParser``, ``Tool``, ``Function`` and ``ReasoningParser`` on a CPU box.
+
+    ``import sglang`` pulls in torch and CUDA kernels; the parser modules themselves are pure Python, so we
+    register a bare ``sglang`` package object (and a bare ``xgrammar`` where the real one cannot import) and
+    import just those.
+
+    Raises:
+        ConfigError: sglang is not installed (with the install command).
+    """
+    with _import_lock:
+        return _import_sglang_parsers()
+
+
+def _import_sglang_parsers() -> tuple[type, type, type, type]:
+    try:
+        _bare_package("sglang")
+        _import_xgrammar()
+        fcp = importlib.import_module("sglang.srt.function_call.function_call_parser")
+        protocol = importlib.import_module("sglang.srt.entrypoints.openai.protocol")
+        reasoning = importlib.import_module("sglang.srt.parser.reasoning_parser")
+    except ImportError as exc:
+        raise ConfigError(
+            "SGLang's tool-call parser is needed: pip install 'slime-tau-plugin[sglang]' "
+            f"(or: pip install --no-deps sglang xgrammar) ({exc})"
+        ) from exc
+    return fcp.FunctionCallParser, protocol.Tool, protocol.Function, reasoning.ReasoningParser
+
+
+def _import_xgrammar() -> None:
+    """The real xgrammar where it imports (GPU images), else just the pure-pydantic parts the parsers use.
+
+    xgrammar's ``__init__`` needs torch and its native ``tvm_ffi``: a light ``--no-deps`` install lacks one
+    or both (with torch present it fails on ``tvm_ffi``), so whether it imports is decided by trying.
+    """
+    if "xgrammar" in sys.modules and hasattr(sys.modules["xgrammar"], "StructuralTag"):
+        return
+    try:
+        importlib.import_module("xgrammar")
+        return
+    except ImportError:
+        for name in [n for n in sys.modules if n == "xgrammar" or n.startswith("xgrammar.")]:
+            del sys.modules[name]  # a half-imported package must not shadow the bare one
+    xgrammar = _bare_package("xgrammar")
+    structural_tag = importlib.import_module("xgrammar.structural_tag")
+    builtin = importlib.import_module("xgrammar.builtin_structural_tag")
+    xgrammar.StructuralTag = structural_tag.StructuralTag
+    for attr in dir(builtin):
+        if not attr.startswith("_"):
+            setattr(xgrammar, attr, getattr(builtin, attr))
+
+
+def check_parser_names(tool_call_parser: str, reasoning_parser: str | None = None) -> None:
+    """Fail fast on a parser name SGLang does not know (before any episode runs).
+
+    Raises:
+        ConfigError: naming the bad value and the valid ones.
+    """
+    function_call_parser, _, _, reasoning_cls = import_sglang_parsers()
+    known = getattr(function_call_parser, "ToolCallParserEnum", {})
+    if tool_call_parser not in known:
+        raise ConfigError(
+            f"tau_tool_call_parser={tool_call_parser!r} is unknown; expected one of {', '.join(sorted(known))}"
+        )
+    reasoners = getattr(reasoning_cls, "DetectorMap", None)
+    if reasoning_parser and reasoners is not None and reasoning_parser not in reasoners:
+        raise ConfigError(
+            f"tau_reasoning_parser={reasoning_parser!r} is unknown; expected one of {', '.join(sorted(reasoners))}"
+        )
+
+
+class ToolCallParser:
+    """Parses one model turn into a :class:`ParsedAction` for a fixed tool set."""
+
+    def __init__(
+        self, tools: Sequence[dict[str, Any]], parser: str = "qwen25", reasoning_parser: str | None = None
+    ) -> None:
+        check_parser_names(parser, reasoning_parser)
+        function_call_parser, tool_cls, function_cls, reasoning_cls = import_sglang_parsers()
+        self.tool_names = [t["function"]["name"] for t in tools]
+        sgl_tools = [tool_cls(type="function", function=function_cls(**t["function"])) for t in tools]
+        self._parser = function_call_parser(tools=sgl_tools, tool_call_parser=parser)
+        detector = self._parser.detector
+        self._bot = getattr(detector, "bot_token", "<tool_call>") or "<tool_call>"
+        self._eot = getattr(detector, "eot_token", "</tool_call>") or "</tool_call>"
+        self._reasoning = None
+        if reasoning_parser:
+            try:
+                self._reasoning = reasoning_cls(reasoning_parser, stream_reasoning=False)
+            except ValueError as exc:
+                raise ConfigError(f"tau_reasoning_parser={reasoning_parser!r} is unknown ({exc})") from exc
+
+    def parse(self, text: str) -> ParsedAction:
+        reasoning = ""
+        if self._reasoning is not None:
+            reasoning, text = self._reasoning.parse_non_stream(text)
+        blocks = text.count(self._bot.strip())
+        if blocks == 0:
+            return ParsedAction("respond", text.strip(), reasoning=reasoning)
+        try:
+            normal, items = self._parser.parse_non_stream(text)
+        except Exception as exc:  # SGLang raises on e.g. a JSON scalar inside the block
+            return self._invalid(text, reasoning, f"the tool call could not be parsed ({type(exc).__name__})", blocks)
+        calls: list[ParsedCall] = []
+        for item in items:
+            try:
+                arguments = json.loads(item.parameters) if item.parameters else {}
+            except json.JSONDecodeError:
+                return self._invalid(text, reasoning, f"arguments of {item.name!r} are not valid JSON", blocks)
+            if not isinstance(arguments, dict):
+                return self._invalid(
+                    text,
+                    reasoning,
+                    f"arguments of {item.name!r} must be a JSON object, got {type(arguments).__name__}",
+                    blocks,
+                )
+            calls.append(ParsedCall(item.name, arguments))
+        if len(calls) < blocks:
+            return self._invalid(text, reasoning, self._diagnose(text), blocks)
+        return ParsedAction("tool_calls", normal.strip(), tuple(calls), reasoning)
+
+    def _invalid(self, text: str, reasoning: str, reason: str, blocks: int) -> ParsedAction:
+        return ParsedAction("invalid", text.strip(), reasoning=reasoning, reason=reason, blocks=blocks)
+
+    def _diagnose(self, text: str) -> str:
+        """Say what is wrong with the first block SGLang dropped, in words the model can act on."""
+        pattern = re.escape(self._bot.strip()) + r"(.*?)(?:" + re.escape(self._eot.strip()) + r"|$)"
+        for body in re.findall(pattern, text, flags=re.S):
+            try:
+                obj = json.loads(body.strip())
+            except json.JSONDecodeError:
+                return f"a tool call is not valid JSON: {body.strip()[:200]!r}"
+            name = obj.get("name") if isinstance(obj, dict) else None
+            if not isinstance(name, str):
+                return 'a tool call must be a JSON object {"name": ..., "arguments": {...}}'
+            if name not in self.tool_names:
+                return f"unknown tool {name!r}; available tools: {', '.join(self.tool_names)}"
+        return "a tool call could not be parsed; use the exact format given in the system prompt"

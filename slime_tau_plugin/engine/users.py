@@ -1,0 +1,202 @@
+"""User simulators: the customer side of a τ episode.
+
+A user simulator opens the conversation and answers each agent message; ``is_stop`` ends the episode
+the way τ's ``###STOP###`` does. Simulators are async: an LLM user waits on the network for most of its
+time, and thousands of them must wait together on slime's one event loop. Environment calls they make
+(τ² telecom's device tools) go through the ``blocking`` runner the episode engine hands them.
+
+- ``ScriptedUser`` needs no LLM: it states the task's instruction, carries out the task's user-side
+  reference actions when the agent writes to it, answers a fixed number of times, then stops. It makes
+  CPU runs and tests deterministic; it is not a realistic customer.
+- ``LLMUser`` is τ's user simulator on any OpenAI-compatible endpoint: τ's own system prompt for the
+  task (``EnvSession.user_system_prompt``), roles flipped (the agent speaks as ``user``), user tools
+  run against the episode's environment, τ's stop markers end the episode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from slime_tau_plugin.engine.chat_client import ChatClient
+from slime_tau_plugin.engine.choices import UserKind
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings, guard_for
+from slime_tau_plugin.engine.envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult, TaskScript
+from slime_tau_plugin.engine.errors import ConfigError, UserSimulatorError
+
+MAX_USER_TOOL_ROUNDS = 10
+"""User tool calls in a row before the LLM user must answer the agent in words."""
+
+Blocking = Callable[..., Awaitable[Any]]
+"""``await blocking(fn, *args)`` runs synchronous τ code off the event loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    """What the simulated user says next."""
+
+    text: str
+    is_stop: bool = False
+    tool_rounds: int = 0
+    """Tool-call messages the user sent before this text (τ² counts each, and each batch of answers, as a step)."""
+    tool_errors: int = 0
+    """Of the user's tool calls, those answered with an error (τ² counts them toward ``max_errors``)."""
+
+
+class UserSimulator(Protocol):
+    async def opening(self) -> str:
+        """The first user message."""
+
+    async def reply(self, agent_message: str) -> UserTurn:
+        """Answer one agent message."""
+
+
+def scripted_opening(script: TaskScript, *, names_ticket: bool = True) -> str:
+    """The scripted user's first message: the task's instruction and, with ``names_ticket``, its ticket id.
+
+    Only the built-in oracle policy reads the ticket line (``servers.fake_models.ScriptIndex``: tasks with
+    the same instruction stay distinguishable), so it is off unless ``tau_scripted_user_ticket`` is set:
+    a training prompt never carries it.
+    """
+    if not (names_ticket and script.task_id):
+        return script.user_instructions
+    return f"{script.user_instructions}\n\n(Ticket: {script.task_id})"
+
+
+class ScriptedUser:
+    """Deterministic user: instruction first, then user-side gold actions, then ``max_replies`` answers."""
+
+    CONTINUE = "Yes, please go ahead and complete everything I asked for with the details I gave you."
+
+    def __init__(
+        self, session: EnvSession, blocking: Blocking, max_replies: int = 0, *, names_ticket: bool = False
+    ) -> None:
+        self.session = session
+        self.names_ticket = names_ticket
+        self.blocking = blocking
+        self.max_replies = max_replies
+        self._replies = 0
+        self._pending = [a for a in session.script.gold_actions if a.requestor == "user"]
+
+    async def opening(self) -> str:
+        return scripted_opening(self.session.script, names_ticket=self.names_ticket)
+
+    async def reply(self, agent_message: str) -> UserTurn:
+        if self._pending:
+            action = self._pending.pop(0)
+            call = EnvToolCall(action.name, dict(action.arguments), f"user-{len(self._pending)}")
+            result = await self.blocking(self.session.user_step, call)
+            text = f"I did {action.name} as you asked. Result: {result.content}"
+            return UserTurn(text, tool_rounds=1, tool_errors=int(result.is_error))
+        if self._replies < self.max_replies:
+            self._replies += 1
+            return UserTurn(self.CONTINUE)
+        return UserTurn(STOP_MARKER, is_stop=True)
+
+
+class LLMUser:
+    """τ's simulated customer, played by an LLM behind an OpenAI-compatible endpoint."""
+
+    def __init__(
+        self, session: EnvSession, blocking: Blocking, client: ChatClient, system_prompt: str, seed: int | None = None
+    ) -> None:
+        self.session = session
+        self.seed = seed
+        """Sent with every request as OpenAI's ``seed``: the episode's ``sampling_seed`` (CLI ``--seed``)."""
+        self.blocking = blocking
+        self.client = client
+        self.tools = session.user_tools or None
+        # The user's own view: it is the "assistant", the agent is its "user".
+        self.history: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": session.first_agent_message},
+        ]
+
+    async def opening(self) -> str:
+        turn = await self._speak()
+        if turn.is_stop:
+            raise UserSimulatorError(f"the user simulator stopped before saying anything: {turn.text[:200]!r}")
+        return turn.text
+
+    async def reply(self, agent_message: str) -> UserTurn:
+        self.history.append({"role": "user", "content": agent_message})
+        return await self._speak()
+
+    async def _speak(self) -> UserTurn:
+        """Ask the LLM until it says something (running any user tools it calls on the way)."""
+        rounds = errors = 0
+        for _ in range(MAX_USER_TOOL_ROUNDS):
+            message = await self.client.complete(self.history, self.tools, seed=self.seed)
+            calls = message.get("tool_calls") or []
+            content = message.get("content") or ""
+            if calls and self.tools:
+                self.history.append({"role": "assistant", "content": content or None, "tool_calls": calls})
+                rounds += 1
+                for call in calls:
+                    result = await self._run_tool(call)
+                    errors += int(result.is_error)
+                    self.history.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": result.content})
+                continue
+            if not content.strip():
+                raise UserSimulatorError("the user simulator answered with an empty message")
+            self.history.append({"role": "assistant", "content": content})
+            is_stop = any(m in content for m in self.session.user_stop_markers)
+            return UserTurn(content, is_stop, tool_rounds=rounds, tool_errors=errors)
+        raise UserSimulatorError(f"the user simulator made {MAX_USER_TOOL_ROUNDS} rounds of tool calls in a row")
+
+    async def _run_tool(self, call: dict[str, Any]) -> StepResult:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            return StepResult(f"Error: arguments are not valid JSON: {function.get('arguments')!r}", is_error=True)
+        env_call = EnvToolCall(str(function.get("name", "")), arguments, str(call.get("id", "")))
+        return await self.blocking(self.session.user_step, env_call)
+
+
+async def _scripted(
+    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None, seed: int | None = None
+) -> UserSimulator:
+    return ScriptedUser(session, blocking, config.scripted_user_replies, names_ticket=config.scripted_user_ticket)
+
+
+async def _llm(
+    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None, seed: int | None = None
+) -> UserSimulator:
+    if client is None:
+        raise ConfigError("tau_user=llm needs tau_user_base_url and tau_user_model")
+    return LLMUser(session, blocking, client, await blocking(session.user_system_prompt), seed)
+
+
+USER_SIMULATORS: dict[UserKind, Callable[..., Awaitable[UserSimulator]]] = {
+    UserKind.SCRIPTED: _scripted,
+    UserKind.LLM: _llm,
+}
+"""``tau_user`` -> the builder of that simulator: ``(config, session, blocking, client, seed)``. A new simulator is a
+class here (``opening``/``reply``), a ``UserKind`` member and one line in this table."""
+
+
+async def make_user(
+    config: TauConfig,
+    session: EnvSession,
+    blocking: Blocking,
+    client: ChatClient | None = None,
+    seed: int | None = None,
+) -> UserSimulator:
+    """The user simulator ``tau_user`` names, for one episode (``seed``: the LLM user's per-request seed)."""
+    return await USER_SIMULATORS[config.user](config, session, blocking, client, seed)
+
+
+def user_client(config: TauConfig) -> ChatClient | None:
+    """The shared HTTP client for the config's LLM user endpoint (None for the scripted user), behind the
+    process's guard for that endpoint (``tau_user_max_inflight``, ``tau_outage_tolerance_s``)."""
+    endpoint = config.user_endpoint()
+    if endpoint is None:
+        return None
+    guard = guard_for(
+        EndpointRole.USER, endpoint.base_url, GuardSettings(config.user_max_inflight, config.outage_tolerance_s)
+    )
+    return ChatClient(endpoint, what="user simulator", guard=guard)

@@ -1,0 +1,92 @@
+"""Argument helpers shared by the ``slime-tau`` subcommands: task flags, value checks, the help format."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from slime_tau_plugin.engine.envs import BENCHMARKS
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (the full usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: X)`` to every option whose default is a value.
+
+    An on/off flag shows ``(default: off)``; an option whose default is None says its default in its own
+    help text (``(default: start the built-in server)``), which reads better than ``(default: None)``.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "(default:" in text or action.default is argparse.SUPPRESS or action.default is None:
+            return action.help
+        if action.default is False and action.nargs == 0:
+            return f"{text} (default: off)"
+        return super()._get_help_string(action)
+
+
+def add_task_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--benchmark", default="tau2", choices=sorted(BENCHMARKS), help="τ version: tau2 or tau1")
+    p.add_argument("--domain", default="retail", help="airline, retail or telecom (τ² only)")
+    p.add_argument("--split", default="train", help="task split, e.g. train, test, base")
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 1 (argparse prints the message on one line and exits 2)."""
+    value = _number(int, text, "an integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is invalid; expected an integer >= 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 0 (a limit where 0 turns it off)."""
+    value = _number(int, text, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is invalid; expected an integer >= 0 (0 = off)")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse ``type=``: a TCP port, 0-65535 (0: any free port)."""
+    value = _number(int, text, "an integer")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is invalid; expected a port in 0-65535 (0: any free port)")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse ``type=``: a number >= 0 (a temperature)."""
+    value = _number(float, text, "a number")
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is invalid; expected a number >= 0")
+    return value
+
+
+def share(text: str) -> float:
+    """argparse ``type=``: a share of samples, 0 to 1."""
+    value = _number(float, text, "a number")
+    if not 0 <= value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is invalid; expected a share from 0 to 1, e.g. 0.1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse ``type=``: a number > 0 (a timeout in seconds)."""
+    value = _number(float, text, "a number")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is invalid; expected a number > 0")
+    return value
+
+
+def _number(kind: type, text: str, what: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None

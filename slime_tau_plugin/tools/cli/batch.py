@@ -1,0 +1,121 @@
+"""Play a rollout's episodes into its run folder, then report: table or JSON, and the exit code.
+
+``samples.jsonl`` gets each sample as it finishes; ``summary.json`` is written when the batch starts
+(``state: running``, with the run record), at most once a second while samples finish (so a run killed
+with SIGKILL still says what it holds), and at the end over every sample in the folder (a resumed run's
+earlier ones included): ``finished``, ``interrupted`` (Ctrl-C or SIGTERM: running episodes cancelled) or
+``killed`` (a second Ctrl-C/SIGTERM: stopped at once). Exit codes: 0; 1 when more than
+``--max-failed-share`` of the samples FAILED (the most common error is printed); 130 after Ctrl-C/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
+from slime_tau_plugin.tools.cli.progress import Progress
+from slime_tau_plugin.tools.cli.run_output import RunDir, SampleWriter, write_summary
+from slime_tau_plugin.tools.cli.runner import BatchResult, Episode, RolloutSample, format_summary, play, summarize
+from slime_tau_plugin.tools.cli.stop_signals import signals_held
+
+EXIT_ALL_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def play_and_report(
+    ns: argparse.Namespace,
+    config: TauConfig,
+    run_dir: RunDir,
+    record: dict[str, Any],
+    episodes: list[Episode],
+    sampling: dict[str, Any],
+) -> int:
+    """Play ``episodes`` with ``config``, write the run folder, print; the exit code."""
+    base = {"tokenizer": record["tokenizer"], "policy": ns.sglang_url or f"built-in {ns.policy or 'oracle'}"}
+    base |= {"cwd": str(Path.cwd()), "run": record}
+    write_summary(run_dir, {"state": "running", "interrupted": False, "domains": {}, **base})
+    if run_dir.previous:
+        print(f"--resume: {len(run_dir.previous)} samples kept, {len(episodes)} to play", file=sys.stderr)
+    writer = SampleWriter(run_dir.samples_path)
+    progress = Progress(len(episodes), done_before=len(run_dir.previous))
+    earlier = [RolloutSample.from_row(row) for row in run_dir.previous]
+    played: list[RolloutSample] = []
+    t0 = last_write = time.perf_counter()
+
+    def on_done(sample: RolloutSample) -> None:
+        nonlocal last_write
+        writer.write(sample.to_row())
+        progress.update(sample)
+        played.append(sample)
+        if time.perf_counter() - last_write >= 1.0:
+            last_write = time.perf_counter()
+            held = summarize(earlier + played, ns.samples_per_task, last_write - t0)
+            write_summary(run_dir, {"state": "running", "interrupted": False, **held, **base})
+
+    killed = False
+    try:
+        batch = asyncio.run(
+            play(
+                config,
+                episodes,
+                concurrency=ns.concurrency,
+                sampling_params=sampling,
+                seed=ns.seed,
+                on_done=on_done,
+                stop_on_sigint=True,
+            )
+        )
+    except KeyboardInterrupt:  # a second Ctrl-C/SIGTERM: keep what finished, say so
+        killed = True
+        batch = BatchResult(played, interrupted=True)
+    finally:
+        writer.close()
+        progress.close()
+    with signals_held(then_exit_at_once=batch.interrupted):
+        samples = earlier + batch.samples
+        summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
+        state = "killed" if killed else "interrupted" if batch.interrupted else "finished"
+        summary = {"state": state, "interrupted": batch.interrupted, **summary, **base}
+        write_summary(run_dir, summary)
+        report = sys.stderr if ns.json else sys.stdout
+        print(json.dumps(summary, indent=2, ensure_ascii=False) if ns.json else _table(summary))
+        shown = run_dir.shown
+        print(f"trajectories: {shown / 'samples.jsonl'}  summary: {shown / 'summary.json'}", file=report)
+        return _exit_code(summary, run_dir, len(batch.samples), len(episodes), ns.max_failed_share)
+
+
+def _table(summary: dict[str, Any]) -> str:
+    return format_summary(summary) if summary["domains"] else "no episode finished"
+
+
+def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned: int, max_failed: float) -> int:
+    errors = summary["errors"]
+    top = errors[0] if errors else None
+    cause = f"; most common error ({top['samples']} samples): {in_cli_terms(top['error'])}" if top else ""
+    if summary["interrupted"]:
+        print(
+            f"interrupted: {finished} of {planned} episodes finished; to continue, run the same command with "
+            f"--resume --out {run_dir.shown}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if summary["samples"] and summary["failed"] == summary["samples"]:
+        print(f"error: all {summary['samples']} samples FAILED{cause}", file=sys.stderr)
+        return EXIT_ALL_FAILED
+    if summary["samples"] and summary["failed"] / summary["samples"] > max_failed:
+        print(
+            f"error: {summary['failed']} of {summary['samples']} samples FAILED, above --max-failed-share "
+            f"{max_failed:g}; pass^k counts only the {summary['samples'] - summary['failed']} that completed{cause}",
+            file=sys.stderr,
+        )
+        return EXIT_ALL_FAILED
+    if summary["failed"]:
+        print(f"warning: {summary['failed']} of {summary['samples']} samples FAILED{cause}", file=sys.stderr)
+    return 0

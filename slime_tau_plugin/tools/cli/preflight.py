@@ -1,0 +1,101 @@
+"""Endpoint checks ``rollout`` makes before any episode: is each URL well formed and answering?
+
+Without them an unreachable policy server turns every sample into a retried, then FAILED, episode and the
+run prints ``pass^1=0.000``. Each check is one short request (``GET /health`` of the policy server,
+``GET /models`` of an OpenAI-compatible LLM user or judge) and each failure is one :class:`ConfigError`
+line naming the flag, the URL and the fix. Requests go direct, like the episode clients (no proxy from
+the environment).
+"""
+
+from __future__ import annotations
+
+import http.client
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+from slime_tau_plugin.engine.config import LLMEndpoint
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.loop_http import shared_ssl_context
+
+TIMEOUT_S = 5.0
+
+
+def check_url(flag: str, url: str) -> None:
+    """``url`` must be ``http(s)://HOST[:PORT][/path]``.
+
+    Raises:
+        ConfigError: no scheme, another scheme or no host; the message shows the likely intended URL.
+    """
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return
+    guess = url if "://" in url else f"http://{url}"
+    raise ConfigError(f"{flag} {url!r} is not an http(s) URL; write it with the scheme, e.g. {guess}")
+
+
+def check_policy(url: str, flag: str = "--sglang-url") -> None:
+    """``GET {url}/health`` answers 200 (SGLang's server and router both serve it).
+
+    Raises:
+        ConfigError: malformed URL, nothing answering, or a non-200 answer (e.g. 503 while loading).
+    """
+    check_url(flag, url)
+    health = url.rstrip("/").removesuffix("/v1") + "/health"  # an OpenAI-style base URL: /health is at the root
+    status, reason = _get(health, None)
+    if status is None:
+        raise ConfigError(
+            f"{flag} {url}: cannot reach the policy server (GET /health: {reason}); start SGLang "
+            "(or 'slime-tau serve') there, or fix the URL"
+        )
+    if status != 200:
+        raise ConfigError(
+            f"{flag} {url}: GET /health answered HTTP {status}; wait until the server has loaded the model, "
+            "or fix the URL"
+        )
+
+
+def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str) -> None:
+    """``GET {base_url}/models`` of an OpenAI-compatible endpoint answers 2xx with the configured key.
+
+    Raises:
+        ConfigError: malformed URL, key variable named but unset, nothing answering, the key refused
+            (401/403), or 404 (usually a base URL without ``/v1``).
+    """
+    url = endpoint.base_url
+    check_url(flag, url)
+    key = endpoint.api_key
+    if endpoint.api_key_env and not key:
+        raise ConfigError(
+            f"{key_flag} {endpoint.api_key_env}: that environment variable is not set; export it with the API key"
+        )
+    models = url.rstrip("/") + "/models"
+    status, reason = _get(models, key)
+    if status is None:
+        raise ConfigError(f"{flag} {url}: cannot reach it (GET /models: {reason}); start the server or fix the URL")
+    if status in (401, 403):
+        source = f"${endpoint.api_key_env}" if endpoint.api_key_env else f"no key (set {key_flag})"
+        raise ConfigError(f"{flag} {url}: GET /models answered HTTP {status}; the server refused {source}")
+    if status == 404:
+        raise ConfigError(
+            f"{flag} {url}: GET /models answered HTTP 404; an OpenAI-compatible base URL usually ends in /v1"
+        )
+    if not 200 <= status < 300:
+        raise ConfigError(f"{flag} {url}: GET /models answered HTTP {status}; check the server, or fix the URL")
+
+
+def _get(url: str, api_key: str | None) -> tuple[int | None, str]:
+    """``(status, "")`` for any HTTP answer, ``(None, reason)`` when none came within the timeout."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=shared_ssl_context())
+    )
+    try:
+        with opener.open(request, timeout=TIMEOUT_S) as answer:
+            return answer.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except urllib.error.URLError as exc:
+        return None, str(getattr(exc.reason, "strerror", None) or exc.reason)
+    except (TimeoutError, OSError, http.client.HTTPException) as exc:
+        return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

