@@ -19,23 +19,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.template_text import TemplateMode, TemplateText, refuse
 
-if TYPE_CHECKING:
-    from slime_tau_plugin.engine.templates import ChatTemplate
+__all__ = ["PROBE_TOOLS", "Fidelity", "ProbeResult", "TemplateMode", "check_harmony", "probe_template", "refuse"]
 
 Message = dict[str, Any]
-
-
-class TemplateMode(str, enum.Enum):
-    """How continuations are computed; the value is ``metadata["template_mode"]`` of every sample."""
-
-    ANCHORED = "anchored"
-    """Rendered after a placeholder assistant turn: proven equal to rendered-history on the probe (cheap)."""
-    RENDERED_HISTORY = "rendered_history"
-    """The template carries state across turns: the whole history is rendered, the new text is tokenized."""
 
 
 class Fidelity(str, enum.Enum):
@@ -79,11 +70,6 @@ PROBE_TOOLS = [
 """The tool set the probe uses when the template is checked before any episode (``resources.py``)."""
 
 
-def refuse(template_name: str, reason: str) -> ConfigError:
-    """The one-line refusal of a tokenizer's chat template."""
-    return ConfigError(" ".join(f"tokenizer {template_name!r} cannot run τ episodes: {reason}".split()))
-
-
 def check_harmony(tokenizer: Any, name: str) -> None:
     """Refuse OpenAI's harmony format (gpt-oss) before looking at its template.
 
@@ -119,7 +105,7 @@ def probe_conversation(thinking: bool) -> tuple[list[Message], list[tuple[str, l
     return opening, turns
 
 
-def probe_template(ct: ChatTemplate) -> ProbeResult:
+def probe_template(ct: TemplateText) -> ProbeResult:
     """Render the probe conversation whole and both ways; pick the mode and measure fidelity.
 
     Raises:
@@ -168,7 +154,7 @@ class _Held:
 
 
 def _roll(
-    ct: ChatTemplate, opening: list[Message], turns: Sequence[tuple[str, list[Message]]], mode: TemplateMode
+    ct: TemplateText, opening: list[Message], turns: Sequence[tuple[str, list[Message]]], mode: TemplateMode
 ) -> _Held:
     """Hold ids the way the engine does: the prompt, then per turn the model's ids and the continuation."""
     messages = list(opening)
@@ -187,7 +173,7 @@ def _roll(
     return held
 
 
-def _check_renders(ct: ChatTemplate, conversation: list[Message]) -> None:
+def _check_renders(ct: TemplateText, conversation: list[Message]) -> None:
     """Refuse a template that raises on (or silently drops) the system, user or tool messages of a τ conversation."""
     try:
         text = ct.render(conversation, add_generation_prompt=True)
