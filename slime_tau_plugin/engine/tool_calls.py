@@ -3,7 +3,10 @@
 Parsing is SGLang's own (``FunctionCallParser`` and, for thinking models, ``ReasoningParser``), so the
 plugin reads tool calls exactly as an SGLang server would. SGLang drops a malformed ``<tool_call>``
 block or an unknown tool with only a log line; we count the blocks ourselves, and a mismatch becomes an
-``invalid`` action whose reason goes back to the model and into the sample's metadata.
+``invalid`` action whose reason goes back to the model and into the sample's metadata. A reply that opens
+another family's tool call (``<|python_tag|>`` under the ``qwen25`` parser) is ``invalid`` too, and warned about
+once per parser: read as text it would be a silent reply to the user, and a run with the wrong
+``tau_tool_call_parser`` would train on nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import logging
 import re
 import sys
 import threading
@@ -23,6 +27,8 @@ from typing import Any, Literal
 from slime_tau_plugin.engine.errors import ConfigError
 
 ActionKind = Literal["tool_calls", "respond", "invalid"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +143,32 @@ def check_parser_names(tool_call_parser: str, reasoning_parser: str | None = Non
         )
 
 
+@functools.cache
+def foreign_markers(parser: str) -> tuple[tuple[str, str], ...]:
+    """``(opening marker, family)`` of every SGLang tool-call format whose marker is not ``parser``'s own.
+
+    Read from SGLang's own table (``FunctionCallParser.ToolCallParserEnum``) and its detectors' ``bot_token``;
+    a detector that cannot be built without arguments, or whose marker is empty or plain text (no ``<``, ``[`` or
+    ``|``), names no marker. Aliases of one format (``qwen``/``qwen25``/``hermes``) share a marker and are not foreign.
+    """
+    function_call_parser, *_ = import_sglang_parsers()
+    table = getattr(function_call_parser, "ToolCallParserEnum", {})
+    own = _opening_marker(table.get(parser))
+    markers: dict[str, str] = {}
+    for name, detector_cls in sorted(table.items()):
+        marker = _opening_marker(detector_cls)
+        if len(marker) >= 5 and any(c in marker for c in "<[|") and not (own and (own in marker or marker in own)):
+            markers.setdefault(marker, name)
+    return tuple(sorted(markers.items()))
+
+
+def _opening_marker(detector_cls: Any) -> str:
+    try:
+        return str(getattr(detector_cls(), "bot_token", "") or "").strip()
+    except Exception:  # a detector that needs constructor arguments: no marker to look for
+        return ""
+
+
 class ToolCallParser:
     """Parses one model turn into a :class:`ParsedAction` for a fixed tool set."""
 
@@ -151,6 +183,9 @@ class ToolCallParser:
         detector = self._parser.detector
         self._bot = getattr(detector, "bot_token", "<tool_call>") or "<tool_call>"
         self._eot = getattr(detector, "eot_token", "</tool_call>") or "</tool_call>"
+        self.parser_name = parser
+        self._foreign = foreign_markers(parser)
+        self._warned: set[str] = set()
         self._reasoning = None
         if reasoning_parser:
             try:
@@ -164,6 +199,9 @@ class ToolCallParser:
             reasoning, text = self._reasoning.parse_non_stream(text)
         blocks = text.count(self._bot.strip())
         if blocks == 0:
+            foreign = self._foreign_call(text)
+            if foreign is not None:
+                return self._invalid(text, reasoning, foreign[0], foreign[1])
             return ParsedAction("respond", text.strip(), reasoning=reasoning)
         try:
             normal, items = self._parser.parse_non_stream(text)
@@ -186,6 +224,28 @@ class ToolCallParser:
         if len(calls) < blocks:
             return self._invalid(text, reasoning, self._diagnose(text), blocks)
         return ParsedAction("tool_calls", normal.strip(), tuple(calls), reasoning)
+
+    def _foreign_call(self, text: str) -> tuple[str, int] | None:
+        """(reason, blocks) when ``text`` opens another family's tool call; warns once per family and parser."""
+        for marker, family in self._foreign:
+            count = text.count(marker)
+            if not count:
+                continue
+            if family not in self._warned:
+                self._warned.add(family)
+                logger.warning(
+                    "a model reply opens a %s tool call (%r) but tau_tool_call_parser=%r (rollout: --tool-call-parser):"
+                    " such replies count as parse errors; set the parser of the policy's model family",
+                    family,
+                    marker,
+                    self.parser_name,
+                )
+            reason = (
+                f"the tool call uses another format ({marker!r}); call tools exactly in the format the system "
+                "prompt gives"
+            )
+            return reason, count
+        return None
 
     def _invalid(self, text: str, reasoning: str, reason: str, blocks: int) -> ParsedAction:
         return ParsedAction("invalid", text.strip(), reasoning=reasoning, reason=reason, blocks=blocks)

@@ -121,3 +121,14 @@ def test_rollout_with_a_parser_the_oracle_cannot_write_is_one_line(tmp_path):
 def test_serve_lists_the_formats_and_refuses_another_in_one_line():
     done = slime_tau(["serve", "--tool-call-format", "pythonic"])
     assert_one_line_error(done, "invalid choice: 'pythonic'", "deepseekv3", "llama3", command="serve")
+
+
+def test_rollout_with_the_wrong_parser_counts_parse_errors_and_names_the_flag(tmp_path):
+    """Walk-through row (a): a policy writing llama3 calls, rolled out with the default parser (qwen25)."""
+    with cli_server("--tool-call-format", "llama3", "--domain", "retail", "--split", "train") as url:
+        done = slime_tau(["rollout", "--sglang-url", url, "--tasks", "0-1", "--json", "--out", str(tmp_path / "r")])
+    assert done.returncode == 0, done.stderr
+    retail = json.loads(done.stdout)["domains"]["tau2/retail"]
+    assert retail["pass^1"] == 0.0 and retail["parse_errors_per_episode"] >= 1.0
+    warnings = [line for line in done.stderr.splitlines() if "opens a llama3 tool call" in line]
+    assert len(warnings) == 1 and "--tool-call-parser" in warnings[0], done.stderr

@@ -133,3 +133,27 @@ def test_without_reasoning_parser_think_text_stays_in_content(parser: ToolCallPa
     assert action.kind == "respond"
     assert action.content == "<think>hmm</think>Hello!"
     assert action.reasoning == ""
+
+
+LLAMA3_CALL = '<|python_tag|>{"name": "get_user", "parameters": {"user_id": "u1"}}'
+
+
+def test_another_familys_tool_call_is_invalid_and_warned_about_once(caplog: pytest.LogCaptureFixture) -> None:
+    parser = ToolCallParser(TOOLS, "qwen25")  # its own instance: the warning is once per parser
+    with caplog.at_level("WARNING", logger="slime_tau_plugin.engine.tool_calls"):
+        first, second = parser.parse(LLAMA3_CALL), parser.parse("Sure. " + LLAMA3_CALL)
+    assert (first.kind, second.kind) == ("invalid", "invalid")
+    assert "'<|python_tag|>'" in first.reason and first.blocks == 1 and first.calls == ()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "llama3" in warnings[0] and "--tool-call-parser" in warnings[0] and "'qwen25'" in warnings[0]
+
+
+def test_the_matching_parser_reads_that_call() -> None:
+    action = ToolCallParser(TOOLS, "llama3").parse(LLAMA3_CALL)
+    assert action.kind == "tool_calls" and action.calls == (ParsedCall("get_user", {"user_id": "u1"}),)
+
+
+def test_a_qwen_call_under_the_llama3_parser_is_invalid() -> None:
+    action = ToolCallParser(TOOLS, "llama3").parse(GET_USER)
+    assert action.kind == "invalid" and "'<tool_call>'" in action.reason
