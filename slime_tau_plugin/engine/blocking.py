@@ -1,7 +1,8 @@
 """The one door through which synchronous τ code runs: a bounded thread pool with a timeout.
 
 slime runs every rollout coroutine on one event-loop thread; a τ reset or reward that ran on it would
-stall every other episode. Everything blocking goes through :func:`run_blocking`.
+stall every other episode. Everything blocking goes through :func:`run_blocking`. The pools are the process
+registry's (``process.py``), one per size.
 """
 
 from __future__ import annotations
@@ -9,15 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sysconfig
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-T = TypeVar("T")
+from slime_tau_plugin.engine.process import process_registry
 
-_pools: dict[int, ThreadPoolExecutor] = {}
-_lock = threading.Lock()
+T = TypeVar("T")
 
 
 def prepare_for_threads() -> None:
@@ -31,13 +30,12 @@ def prepare_for_threads() -> None:
 
 def get_pool(workers: int) -> ThreadPoolExecutor:
     """A process-wide pool per size (created once, reused across episodes and event loops)."""
-    with _lock:
-        pool = _pools.get(workers)
-        if pool is None:
-            prepare_for_threads()
-            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tau-env")
-            _pools[workers] = pool
-        return pool
+    return process_registry().pools.get(workers, lambda: _new_pool(workers))
+
+
+def _new_pool(workers: int) -> ThreadPoolExecutor:
+    prepare_for_threads()
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tau-env")
 
 
 async def run_blocking(fn: Callable[..., T], *args, timeout: float, workers: int = 8, **kwargs) -> T:

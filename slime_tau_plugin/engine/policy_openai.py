@@ -43,6 +43,7 @@ from slime_tau_plugin.engine.policy import (
     http_settings,
     post_json_with_retries,
 )
+from slime_tau_plugin.engine.process import process_registry
 
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.config import TauConfig
@@ -79,7 +80,6 @@ _SAME_NAME = frozenset(
 )
 _TEXT_ONLY = frozenset({"no_stop_trim"})
 """SGLang switches that only shape ``text``; the ids are what we keep (``include_stop_str_in_output`` is sent)."""
-_warned: set[str] = set()
 
 
 class OpenAICompletionsPolicy(HTTPPolicyClient):
@@ -152,8 +152,7 @@ def completions_request(
             payload[_RENAMED[key]] = value
         elif key in _SAME_NAME:
             payload[key] = value
-        elif key not in _TEXT_ONLY and key not in _warned:
-            _warned.add(key)
+        elif key not in _TEXT_ONLY and process_registry().first_time("completions: unsent sampling parameter", key):
             logger.warning("sampling parameter %s=%r has no /v1/completions equivalent; not sent", key, value)
     payload.update(
         logprobs=0,  # the sampled token's own log-prob, no alternatives

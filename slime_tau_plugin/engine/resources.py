@@ -5,20 +5,19 @@
 LLM user's client. It is everything an episode needs except the policy, which each front door injects
 per episode (``engine.EpisodeEngine``).
 
-Owner, key and lifetime: :meth:`EpisodeResources.for_config` is the one cache. Its key is the frozen
-``TauConfig`` (hashable: every field is a value) plus the identity of a tokenizer the caller brings
-(verl brings its own; the entry holds it, so its id stays unique); an entry lives as long as the
-process. The first call for a key builds the resources in a worker thread (tokenizer files, SGLang's
-parsers and τ's import take seconds), so slime's event loop keeps serving other episodes meanwhile;
-concurrent callers await the same build. A failed build is not cached: the next call tries again.
-The default policy client (``tau_policy_url``) is built here too, for the front doors that use it.
-Nothing here imports slime or verl.
+Owner, key and lifetime: :meth:`EpisodeResources.for_config` is the one cache, kept in the process registry
+(``process.py``: ``ProcessRegistry.resources``). Its key is everything the resources are built from: the frozen
+``TauConfig`` (hashable: every field is a value), the identity of a tokenizer the caller brings (verl brings
+its own; the entry holds it, so its id stays unique) and the backend wrapper a tool installed (none unless a
+tool turned fault injection on); an entry lives as long as the process. The first call for a key builds the
+resources in a worker thread (tokenizer files, SGLang's parsers and τ's import take seconds), so slime's event
+loop keeps serving other episodes meanwhile; concurrent callers await the same build. A failed build is not
+cached: the next call tries again. The default policy client (``tau_policy_url``) is built here too, for the
+front doors that use it. Nothing here imports slime, verl or a tool.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 import logging
 import threading
@@ -30,11 +29,11 @@ from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, get_backend
 from slime_tau_plugin.engine.errors import MissingSettingError
 from slime_tau_plugin.engine.policy import PolicyClient, policy_client
+from slime_tau_plugin.engine.process import BackendWrapper, process_registry
 from slime_tau_plugin.engine.template_probe import PROBE_TOOLS
 from slime_tau_plugin.engine.templates import ChatTemplate, load_tokenizer
 from slime_tau_plugin.engine.tool_calls import ToolCallParser, check_parser_names
 from slime_tau_plugin.engine.users import user_client
-from slime_tau_plugin.tools.faults.env import with_faults
 
 logger = logging.getLogger(__name__)
 
@@ -90,12 +89,20 @@ class EpisodeResources:
 
     @classmethod
     def build(cls, config: TauConfig, *, tokenizer: Any = None, backend: EnvBackend | None = None) -> EpisodeResources:
-        """Build synchronously (slow on first use: run it off the event loop; :meth:`for_config` does).
+        """Build synchronously (slow on first use: run it off the event loop; :meth:`for_config` does). The τ
+        backend (``backend``, else the process's for ``tau_benchmark``) goes through the backend wrapper a tool
+        installed in the process registry, if any.
 
         Raises:
             MissingSettingError: no tokenizer path is configured and none is given.
             ConfigError: the tokenizer, parser names or benchmark cannot be used.
         """
+        return cls._build(config, tokenizer, backend, process_registry().backend_wrapper)
+
+    @classmethod
+    def _build(
+        cls, config: TauConfig, tokenizer: Any, backend: EnvBackend | None, wrapper: BackendWrapper | None
+    ) -> EpisodeResources:
         policy = policy_client(config) if config.policy_url else None
         check_parser_names(config.tool_call_parser, config.reasoning_parser)
         if tokenizer is None:
@@ -104,12 +111,11 @@ class EpisodeResources:
                     "no tokenizer: set tau_tokenizer_path or slime's --hf-checkpoint to a local directory"
                 )
             tokenizer = load_tokenizer(config.tokenizer_path, trust_remote_code=config.trust_remote_code)
+        backend = backend if backend is not None else get_backend(config.benchmark)
         return cls(
             config=config,
             tokenizer=tokenizer,
-            backend=with_faults(
-                backend if backend is not None else get_backend(config.benchmark), config.env_timeout_s
-            ),
+            backend=backend if wrapper is None else wrapper(backend, config),
             tooling=ToolingCache(tokenizer, config),
             env_options=EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint()),
             user_client=user_client(config),
@@ -131,27 +137,12 @@ class EpisodeResources:
         Raises:
             MissingSettingError, ConfigError: as :meth:`build` (not cached; the next call retries).
         """
-        key = (config, id(tokenizer) if tokenizer is not None else None)
-        with _lock:
-            future = _cache.get(key)
-            is_builder = future is None
-            if is_builder:
-                future = _cache[key] = concurrent.futures.Future()
-        if is_builder:
-            try:
-                built = await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: cls.build(config, tokenizer=tokenizer)
-                )
-            except BaseException as exc:
-                with _lock:
-                    _cache.pop(key, None)
-                future.set_exception(exc)
-                raise
-            future.set_result(built)
+        wrapper = process_registry().backend_wrapper
+        key = (config, id(tokenizer) if tokenizer is not None else None, wrapper)
+
+        def build() -> EpisodeResources:
+            built = cls._build(config, tokenizer, None, wrapper)
             logger.info("slime-tau-plugin resources ready: %r", config)
-        return await asyncio.wrap_future(future)
+            return built
 
-
-_cache: dict[tuple[TauConfig, int | None], concurrent.futures.Future[EpisodeResources]] = {}
-_lock = threading.Lock()
-"""Guards only the dict above (never held across a build or an await)."""
+        return await process_registry().resources.aget(key, build)

@@ -1,6 +1,6 @@
-"""Every injectable fault kind (``faults.py``) through ``generate``: real HTTP, real τ² retail, our servers.
+"""Every injectable fault kind (``tools/faults/spec.py``) through ``generate``: real HTTP, real τ² retail, our servers.
 
-Each test breaks one thing on purpose with the built-in injectors (``--faults`` / ``TAU_FAULTS``) and checks
+Each test breaks one thing on purpose with the built-in injectors (``--faults``, installed env faults) and checks
 what slime gets back: the status (COMPLETED when a retry absorbs a transient fault; FAILED, TRUNCATED or
 ABORTED where it must), ``metadata["error"]`` naming the cause of a FAILED sample, aligned lengths
 (``assert_sample_invariants``) and no exception out of ``generate``. ``tau_outage_tolerance_s: 0`` makes an
@@ -18,7 +18,8 @@ import urllib.request
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec, reset_process_injectors
+from slime_tau_plugin.tools.faults.env import install_env_faults
+from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from slime_tau_plugin.tools.servers.fake_models import EchoModel, ScriptedModel
 from tests.conftest import cli_server
@@ -334,7 +335,14 @@ def test_a_user_failing_every_request_fails_the_sample_naming_it(
     assert sum(user.faults.counts().values()) == 2
 
 
-# --- the environment (TAU_FAULTS in this process) -------------------------------------------------
+# --- the environment (env faults installed in this process) ---------------------------------------
+
+
+@pytest.fixture
+def env_faults():
+    """``install_env_faults`` for the test; uninstalled after it, whatever happened."""
+    yield install_env_faults
+    install_env_faults(None)
 
 
 @pytest.mark.parametrize(
@@ -346,17 +354,16 @@ def test_a_user_failing_every_request_fails_the_sample_naming_it(
     ],
     ids=["env-raise", "env-hang", "reward-raise"],
 )
-def test_an_env_fault_fails_the_sample_naming_it(tau2_backend, qwen25_dir, policy, monkeypatch, spec, timeout_s, cause):
-    """``tau_env_timeout_s`` differs per case: resources are cached per config, and the wrapper is chosen
-    when they are built."""
-    monkeypatch.setenv("TAU_FAULTS", spec)
-    reset_process_injectors()
+def test_an_env_fault_fails_the_sample_naming_it(tau2_backend, qwen25_dir, policy, env_faults, spec, timeout_s, cause):
+    """Installed faults wrap the backend of resources built from then on (keyed by the wrapper); uninstalling
+    them gives the same config unwrapped resources again."""
+    env_faults(FaultSpec.parse(spec))
     t0 = time.perf_counter()
     sample = play(tau2_backend, policy(""), qwen25_dir, spec, tau_env_timeout_s=timeout_s)
     assert sample.status is FAILED and sample.metadata["termination_reason"] == "env_error"
     assert cause in sample.metadata["error"], sample.metadata["error"]
     assert time.perf_counter() - t0 < 5.0
-    monkeypatch.delenv("TAU_FAULTS")  # the cached wrapper asks the variable at every call: off again
+    env_faults(None)  # off again, through the same install API
     again = play(tau2_backend, policy(""), qwen25_dir, f"{spec}-off", tau_env_timeout_s=timeout_s)
     assert again.status is COMPLETED, again.metadata.get("error")
 

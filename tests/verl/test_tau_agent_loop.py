@@ -256,18 +256,19 @@ def test_routed_experts_of_the_last_turn_and_zeros_for_a_failure(tmp_path, tau2_
     ],
 )
 def test_an_env_fault_gives_an_untrained_output_and_nothing_raises(
-    tmp_path, tau2_backend, qwen25, oracle_server, monkeypatch, spec, status, cause
+    tmp_path, tau2_backend, qwen25, oracle_server, spec, status, cause
 ):
-    """``TAU_FAULTS`` env kinds (``envs/faulty.py``) under verl's loop: a FAILED output, never an exception."""
-    from slime_tau_plugin.tools.faults.spec import reset_process_injectors
+    """Installed env faults (``tools/faults/env.py``) under verl's loop: a FAILED output, never an exception."""
+    from slime_tau_plugin.tools.faults.env import install_env_faults
+    from slime_tau_plugin.tools.faults.spec import FaultSpec
 
-    monkeypatch.setenv("TAU_FAULTS", spec)
-    reset_process_injectors()
-    config = verl_config("+tau.env_timeout_s=1.5", "+tau.env_workers=3")  # its own resources: wrapped in faults
-    rows = dataset_rows(tmp_path, config, qwen25, refs_with_tasks(tau2_backend, "retail", "train", 1))
-    out = run_rows(lambda: make_loop(config, HTTPServerManager(oracle_server.url), qwen25), rows)[0]
-    monkeypatch.delenv("TAU_FAULTS")
-    reset_process_injectors()
+    install_env_faults(FaultSpec.parse(spec))
+    try:
+        config = verl_config("+tau.env_timeout_s=1.5", "+tau.env_workers=3")  # resources keyed by the wrapper
+        rows = dataset_rows(tmp_path, config, qwen25, refs_with_tasks(tau2_backend, "retail", "train", 1))
+        out = run_rows(lambda: make_loop(config, HTTPServerManager(oracle_server.url), qwen25), rows)[0]
+    finally:
+        install_env_faults(None)
     assert_output_invariants(out, config)
     assert out.extra_fields["status"] == status and cause in out.extra_fields["error"], out.extra_fields["error"]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 from typing import Any
 
 from slime_tau_plugin.engine.config import TauConfig
@@ -22,14 +21,12 @@ from slime_tau_plugin.engine.episode import EpisodeResult
 from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory, training_reward
 from slime_tau_plugin.engine.policy import require_policy_url
+from slime_tau_plugin.engine.process import process_registry
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.runner import AbortCheck, run_episode
 from slime_tau_plugin.engine.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
-
-_missing_logged: set[str] = set()
-_lock = threading.Lock()
 
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
@@ -168,11 +165,8 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
 
 
 def _log_missing_once(message: str) -> None:
-    with _lock:
-        if message in _missing_logged:
-            return
-        _missing_logged.add(message)
-    logger.error("slime-tau-plugin cannot run episodes, every sample is FAILED: %s", message)
+    if process_registry().first_time("generate: missing setting", message):
+        logger.error("slime-tau-plugin cannot run episodes, every sample is FAILED: %s", message)
 
 
 def _reset_response(sample: Any, traj: Trajectory) -> None:

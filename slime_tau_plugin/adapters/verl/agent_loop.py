@@ -40,6 +40,7 @@ from slime_tau_plugin.engine.config import TauConfig, coerce_field, known_key
 from slime_tau_plugin.engine.episode import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
+from slime_tau_plugin.engine.process import process_registry
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.retry import RetrySettings
 from slime_tau_plugin.engine.runner import run_episode
@@ -60,7 +61,9 @@ EXTRA_FIELD_KEYS = (
 )  # fmt: skip
 """Every output has exactly these: verl concatenates workers' batches and needs one key set."""
 
-_routed_shape: dict[str, tuple[tuple[int, ...], Any]] = {}
+ROUTED_SHAPES = "verl: routed-experts shape by model"
+"""The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
+server returned, for the zero arrays of failed outputs (``process.py``)."""
 
 
 def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> TauConfig:
@@ -295,12 +298,12 @@ class TauAgentLoop(AgentLoopBase):
         import numpy as np
 
         model = str(self.config.actor_rollout_ref.model.get("path", ""))
-        routed = summary.routed_experts
+        routed, shapes = summary.routed_experts, process_registry().notes(ROUTED_SHAPES)
         if routed is not None:
-            _routed_shape[model] = (tuple(routed.shape[1:]), np.asarray(routed[:1]).dtype)
+            shapes[model] = (tuple(routed.shape[1:]), np.asarray(routed[:1]).dtype)
             if trains:
                 return routed[:total]
-        shape, dtype = _routed_shape.get(model) or (_hf_routing_shape(model), np.int32)
+        shape, dtype = shapes.get(model) or (_hf_routing_shape(model), np.int32)
         return np.zeros((total, *shape), dtype=dtype) if shape else None
 
 

@@ -4,13 +4,12 @@
 backend class and the domains it serves. Config checks names against it without importing τ; the
 backend class is imported only when its benchmark is used, and imports its τ package when constructed
 (a ConfigError with the install steps if it is missing). A new τ version is one module under ``envs/``
-and one line here.
+and one line here. The constructed backends are the process registry's (``process.py``), one per name.
 """
 
 from __future__ import annotations
 
 import importlib
-import threading
 from dataclasses import dataclass
 
 from slime_tau_plugin.engine.envs.base import (
@@ -26,6 +25,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskScript,
 )
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.process import process_registry
 
 __all__ = [
     "BENCHMARKS",
@@ -78,9 +78,6 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     ),
 }
 
-_instances: dict[str, EnvBackend] = {}
-_lock = threading.Lock()
-
 
 def installed_domains(benchmark: str) -> tuple[str, ...]:
     """The domains the installed τ registers for ``benchmark`` (imports τ when the table names a registry).
@@ -120,12 +117,11 @@ def get_backend(name: str) -> EnvBackend:
     Raises:
         ConfigError: unknown name, or its τ package is not installed (with how to install it).
     """
-    with _lock:
-        if name in _instances:
-            return _instances[name]
-        if name not in BENCHMARKS:
-            raise ConfigError(f"benchmark={name!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
-        module_name, _, class_name = BENCHMARKS[name].backend.partition(":")
-        backend = getattr(importlib.import_module(module_name), class_name)()
-        _instances[name] = backend
-        return backend
+    if name not in BENCHMARKS:
+        raise ConfigError(f"benchmark={name!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
+    return process_registry().backends.get(name, lambda: _new_backend(name))
+
+
+def _new_backend(name: str) -> EnvBackend:
+    module_name, _, class_name = BENCHMARKS[name].backend.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)()

@@ -254,9 +254,11 @@ def run(ns: argparse.Namespace) -> int:
     from slime_tau_plugin.tools.cli.run_output import choose_run_dir, open_run_dir, read_previous_summary
     from slime_tau_plugin.tools.cli.run_record import check_resumable, run_record
     from slime_tau_plugin.tools.cli.runner import Episode, episode_key
+    from slime_tau_plugin.tools.faults.env import install_env_faults_from_environ
     from slime_tau_plugin.tools.servers import build_sglang_server
 
     check_flags(ns)
+    install_env_faults_from_environ()  # TAU_FAULTS' env kinds (env steps, rewards) in this process; read once
     signal.signal(signal.SIGTERM, _as_interrupt)  # schedulers stop jobs with SIGTERM: treat it as Ctrl-C
     run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite)
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()

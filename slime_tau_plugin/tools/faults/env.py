@@ -1,15 +1,21 @@
-"""An env backend that fails on purpose: ``step``/``user_step`` raise or hang, ``reward`` raises (``TAU_FAULTS``).
+"""Env faults, installed from outside: the τ backend's sessions raise or hang on purpose (``env_raise``,
+``env_hang``, ``reward_raise``; kinds in ``spec.py``).
 
-``resources.py`` wraps the configured backend with :func:`with_faults` when ``TAU_FAULTS`` names an env kind
-(``env_raise``, ``env_hang``, ``reward_raise``; see ``faults.py``); otherwise the backend is returned
-unchanged and nothing here runs. The wrapper asks the process's injector at every call, so a changed or
-cleared ``TAU_FAULTS`` takes effect at once. The faults happen inside τ's call, in the worker thread, so the
-engine's own timeout and error translation (``run_blocking``) are what a test exercises.
+A tool turns them on (the soak, ``slime-tau rollout`` under ``TAU_FAULTS``, tests) with
+:func:`install_env_faults`: it installs a backend wrapper in the process registry (``engine/process.py``), and
+``EpisodeResources`` wraps the τ backend of every resources built from then on (resources are keyed by the
+wrapper, so a config built before gets fresh ones). ``install_env_faults(None)`` turns them off for resources
+built after. The spec is read once, at install, and each wrapper draws from the one injector it was installed
+with; nothing reads ``TAU_FAULTS`` at an env step, and the engine never asks whether a fault is on. The faults
+happen inside τ's call, in the worker thread, so the engine's own timeout and error translation
+(``run_blocking``) are what a test exercises.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slime_tau_plugin.engine.envs.base import (
@@ -22,9 +28,11 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
-from slime_tau_plugin.tools.faults.spec import ENV_KINDS, FaultKind, FaultRule, process_injector, spec_from_env
+from slime_tau_plugin.engine.process import process_registry
+from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultKind, FaultRule, FaultSpec, spec_from_env
 
 if TYPE_CHECKING:
+    from slime_tau_plugin.engine.config import TauConfig
     from slime_tau_plugin.engine.episode import TerminationReason
 
 _STEP_KINDS = frozenset({FaultKind.ENV_RAISE, FaultKind.ENV_HANG})
@@ -34,32 +42,52 @@ class InjectedFaultError(RuntimeError):
     """The failure an injected env fault raises (its message names the kind and ``TAU_FAULTS``)."""
 
 
-def with_faults(backend: EnvBackend, timeout_s: float) -> EnvBackend:
-    """``backend`` itself, or a :class:`FaultyBackend` around it when ``TAU_FAULTS`` names an env fault.
+def install_env_faults(spec: FaultSpec | None) -> FaultInjector | None:
+    """Wrap the τ backend of every resources built from now on with ``spec``'s env faults; None, or a spec with
+    no env fault, uninstalls. Returns the installed injector (its counts are what was injected), or None.
+    """
+    if spec is None or not spec.for_target("env"):
+        process_registry().install_backend_wrapper(None)
+        return None
+    injector = FaultInjector(spec, "env")
+    process_registry().install_backend_wrapper(EnvFaults(injector))
+    return injector
 
-    ``timeout_s`` is ``tau_env_timeout_s``: an ``env_hang`` without its own seconds sleeps one second past it.
+
+def install_env_faults_from_environ(environ: Mapping[str, str] | None = None) -> FaultInjector | None:
+    """:func:`install_env_faults` with the spec ``TAU_FAULTS`` holds now (seeded by ``TAU_FAULTS_SEED``), read once.
 
     Raises:
-        ConfigError: ``TAU_FAULTS`` is not a valid spec.
+        ConfigError: a bad spec or seed.
     """
-    spec = spec_from_env()
-    if spec is None or not any(rule.kind in ENV_KINDS for rule in spec.for_target("env")):
-        return backend
-    return FaultyBackend(backend, timeout_s)
+    return install_env_faults(spec_from_env(environ))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EnvFaults:
+    """The backend wrapper :func:`install_env_faults` installs (hashed by identity: it keys the resources)."""
+
+    injector: FaultInjector
+
+    def __call__(self, backend: EnvBackend, config: TauConfig) -> EnvBackend:
+        """``backend`` in a :class:`FaultyBackend`; an ``env_hang`` without its own seconds sleeps one second past
+        ``tau_env_timeout_s``."""
+        return FaultyBackend(backend, config.env_timeout_s, self.injector)
 
 
 class FaultyBackend(EnvBackend):
-    """Delegates everything to ``inner``; the sessions it opens fail as ``TAU_FAULTS`` says."""
+    """Delegates everything to ``inner``; the sessions it opens fail as ``injector`` draws."""
 
-    def __init__(self, inner: EnvBackend, timeout_s: float) -> None:
+    def __init__(self, inner: EnvBackend, timeout_s: float, injector: FaultInjector) -> None:
         self.inner = inner
         self.hang_s = timeout_s + 1.0
+        self.injector = injector
 
     def __getattr__(self, name: str) -> Any:  # backend-specific helpers (``name``, ``tasks``...)
         return getattr(self.inner, name)
 
     def open(self, ref: TaskRef, options: EnvOptions | None = None) -> EnvSession:
-        return FaultySession(self.inner.open(ref, options), self.hang_s)  # type: ignore[return-value]
+        return FaultySession(self.inner.open(ref, options), self.hang_s, self.injector)  # type: ignore[return-value]
 
     def task_refs(self, domain: str, split: str) -> list[TaskRef]:
         return self.inner.task_refs(domain, split)
@@ -84,9 +112,10 @@ class FaultySession:
     inner session's values from ``__getattr__``.
     """
 
-    def __init__(self, inner: EnvSession, hang_s: float) -> None:
+    def __init__(self, inner: EnvSession, hang_s: float, injector: FaultInjector) -> None:
         self.inner = inner
         self.hang_s = hang_s
+        self.injector = injector
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -104,8 +133,7 @@ class FaultySession:
         return self.inner.reward(termination)
 
     def _maybe_fail(self, kinds: frozenset[FaultKind], what: str) -> None:
-        injector = process_injector("env")
-        rule = injector.draw(kinds) if injector is not None else None
+        rule = self.injector.draw(kinds)
         if rule is None:
             return
         if rule.kind is FaultKind.ENV_HANG:

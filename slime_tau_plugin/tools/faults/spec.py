@@ -13,8 +13,9 @@ A spec is one string, from ``slime-tau serve --faults`` or the ``TAU_FAULTS`` en
     TAU_FAULTS="http_500:0.05,reset:0.02,slow=3:0.01,user.http_429=1:0.02,env_raise:0.001@5"
 
 ``http_5NN`` is any 5xx status (``http_503``). This module only parses and decides (:class:`FaultInjector`:
-one per server or process, thread-safe, counting what it injected); the servers (``servers/fault_injection.py``)
-and the env wrapper (``envs/faulty.py``) carry the faults out. It imports nothing of the engine.
+one per server or installed env wrapper, thread-safe, counting what it injected); the servers
+(``servers/fault_injection.py``) and the env wrapper (``faults/env.py``) carry the faults out. It imports
+nothing of the engine but its errors. The variables are read when a tool asks (:func:`spec_from_env`), once.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ MODEL_KINDS = frozenset(
 CHAT_KINDS = frozenset({FaultKind.EMPTY_REPLY, FaultKind.TOOL_CALLS_ONLY})
 """Faults in what the user or judge server answers."""
 ENV_KINDS = frozenset({FaultKind.ENV_RAISE, FaultKind.ENV_HANG, FaultKind.REWARD_RAISE})
-"""Faults of the τ environment (``envs/faulty.py``)."""
+"""Faults of the τ environment (``faults/env.py``)."""
 
 APPLIES_TO: dict[str, frozenset[FaultKind]] = {
     "policy": TRANSPORT_KINDS | MODEL_KINDS,
@@ -316,32 +317,3 @@ def injector_for(target: str, spec_text: str | None, *, source: str = SPEC_VAR) 
     if spec is None or not spec.for_target(target):
         return None
     return FaultInjector(spec, target)
-
-
-_process: dict[str, tuple[tuple[str, str], FaultInjector | None]] = {}
-_process_lock = threading.Lock()
-
-
-def process_injector(target: str) -> FaultInjector | None:
-    """This process's injector for ``target`` as ``TAU_FAULTS`` says now: rebuilt (counts from zero) when the
-    variables change, None when they name no fault for ``target``. The env wrapper asks it at every call.
-
-    Raises:
-        ConfigError: a bad spec or seed.
-    """
-    key = (os.environ.get(SPEC_VAR, ""), os.environ.get(SEED_VAR, ""))
-    with _process_lock:
-        cached = _process.get(target)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        spec = spec_from_env()
-        injector = FaultInjector(spec, target) if spec is not None and spec.for_target(target) else None
-        _process[target] = (key, injector)
-        return injector
-
-
-def reset_process_injectors() -> None:
-    """Forget this process's injectors: the next call of :func:`process_injector` counts from zero (a soak's
-    start; tests that reuse one spec)."""
-    with _process_lock:
-        _process.clear()

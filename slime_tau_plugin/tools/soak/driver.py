@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import sys
 import tempfile
@@ -24,7 +23,8 @@ from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.engine import endpoints
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.envs import get_backend
-from slime_tau_plugin.tools.faults import spec as faults
+from slime_tau_plugin.tools.faults.env import install_env_faults
+from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.soak.checks import alignment_problem, is_lost
 from slime_tau_plugin.tools.soak.children import ServerProcess, policy_server, user_server
 from slime_tau_plugin.tools.soak.monitor import LoopWatchdog, rss_mb
@@ -82,7 +82,7 @@ async def run_soak(settings: SoakSettings, command: str) -> SoakReport:
     cls, cls_name = sample_class()
     report = SoakReport(command=command, sample_class=cls_name, episodes_requested=settings.episodes)
     report.concurrency, report.fault_specs = settings.concurrency, settings.fault_specs()
-    _arm_env_faults(report.fault_specs["env"], settings.seed)
+    env_faults = _arm_env_faults(report.fault_specs["env"], settings.seed)
     log_dir = Path(tempfile.mkdtemp(prefix="slime-tau-soak-"))
     common = {"log_dir": log_dir, "seed": settings.seed}
     servers = {
@@ -110,7 +110,7 @@ async def run_soak(settings: SoakSettings, command: str) -> SoakReport:
         args = slime_args(settings, servers["policy"].url, servers["user"].url + "/v1")
         await _play(settings, report, args, refs, cls, servers)
     finally:
-        report.faults_injected = await asyncio.to_thread(_fault_counts, servers)
+        report.faults_injected = await asyncio.to_thread(_fault_counts, servers, env_faults)
         report.server_rss_mb = {name: s.rss_mb() for name, s in servers.items()}
         report.breaker_openings = endpoints.breaker_openings()
         report.rss_mb_end = rss_mb()
@@ -208,19 +208,13 @@ def _task_refs(domain: str, split: str) -> list:
     return get_backend("tau2").task_refs(domain, split)
 
 
-def _arm_env_faults(spec: str, seed: int | None) -> None:
-    """The env wrapper reads ``TAU_FAULTS`` in this process (``envs/faulty.py``); set it before any episode."""
-    for var, value in ((faults.SPEC_VAR, spec), (faults.SEED_VAR, None if seed is None else str(seed))):
-        if value:
-            os.environ[var] = value
-        else:
-            os.environ.pop(var, None)
-    faults.reset_process_injectors()
+def _arm_env_faults(spec: str, seed: int | None) -> FaultInjector | None:
+    """Install the env faults in this process (``faults/env.py``) before any episode; an empty spec, none."""
+    return install_env_faults(FaultSpec.parse(spec, seed=seed, source="--kinds") if spec else None)
 
 
-def _fault_counts(servers: dict[str, ServerProcess]) -> dict[str, int]:
+def _fault_counts(servers: dict[str, ServerProcess], env: FaultInjector | None) -> dict[str, int]:
     counts = {f"{name}.{kind}": n for name, s in servers.items() for kind, n in s.fault_counts().items()}
-    env = faults.process_injector("env")
     counts.update({f"env.{kind}": n for kind, n in (env.counts() if env is not None else {}).items()})
     return counts
 

@@ -1,0 +1,178 @@
+"""The process's shared state in one object: :class:`ProcessRegistry`, reached through :func:`process_registry`.
+
+slime and verl play many episodes in one process, and a few things exist once per process: the resources of a
+config (``resources.py``: their one cache lives here), the thread pools of ``run_blocking`` (``blocking.py``),
+the τ backends (``envs.get_backend``), τ²'s judge setting (``envs/tau2_judge.py``) and once-only log lines. They
+live in this one object, not in module globals, each part behind its own lock, so a reader finds all process
+state in one place. The instance sits at the bottom of the engine (this module imports only ``errors``) because
+``blocking`` and ``envs`` sit below ``resources``; ``resources.py`` is its owner and main user.
+
+Settings are passed in, never "first caller wins":
+
+- A value built from settings (:class:`SharedMap`) is keyed by *every* setting it is built from, so two callers
+  with different settings get two values: the resources' key is the whole frozen ``TauConfig`` (plus the
+  caller's tokenizer and the installed backend wrapper), a pool's key its size. Keying costs at most a second
+  build and never refuses a valid mix of settings (a CLI run and its evaluation config share a process).
+- A third party's process-wide setting that cannot be keyed (τ² reads its judge from module globals) is
+  settled (:meth:`ProcessRegistry.settle`): the first value is applied, the same one again is a no-op, a different
+  one raises ``ConfigError`` naming both. Keeping the first silently would score episodes with the wrong judge.
+
+Tools change the engine only by installing a backend wrapper (:meth:`ProcessRegistry.install_backend_wrapper`:
+fault injection wraps the τ backend from outside); the engine never asks whether a fault is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from slime_tau_plugin.engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from slime_tau_plugin.engine.config import TauConfig
+    from slime_tau_plugin.engine.envs.base import EnvBackend
+
+V = TypeVar("V")
+BackendWrapper = Callable[["EnvBackend", "TauConfig"], "EnvBackend"]
+"""What a tool installs: ``(backend, config) -> backend`` (the config gives the wrapper its timeouts)."""
+_UNSET = object()
+
+
+class SharedMap(Generic[V]):
+    """Values built once per key and shared by the whole process; the key holds every setting a value is built from.
+
+    Concurrent callers of one key wait for its one build; a failed build is not kept (the next call tries again,
+    the callers waiting meanwhile get its error). The lock guards the dict only: builds run outside it, so a
+    slow build (τ's import takes seconds) holds up no other key and no other map.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._slots: dict[Hashable, concurrent.futures.Future[V]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, build: Callable[[], V]) -> V:
+        """The value for ``key``, built by ``build()`` in this thread on first use.
+
+        Raises:
+            Whatever ``build`` raises (not cached).
+        """
+        future, is_builder = self._claim(key)
+        if not is_builder:
+            return future.result()
+        try:
+            value = build()
+        except BaseException as exc:
+            self._forget(key, future, exc)
+            raise
+        future.set_result(value)
+        return value
+
+    async def aget(self, key: Hashable, build: Callable[[], V]) -> V:
+        """As :meth:`get`, with the build in a worker thread so the running event loop keeps serving meanwhile.
+
+        Raises:
+            Whatever ``build`` raises (not cached).
+        """
+        future, is_builder = self._claim(key)
+        if is_builder:
+            try:
+                value = await asyncio.get_running_loop().run_in_executor(None, build)
+            except BaseException as exc:
+                self._forget(key, future, exc)
+                raise
+            future.set_result(value)
+        return await asyncio.wrap_future(future)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._slots)
+
+    def _claim(self, key: Hashable) -> tuple[concurrent.futures.Future[V], bool]:
+        with self._lock:
+            future = self._slots.get(key)
+            if future is not None:
+                return future, False
+            future = self._slots[key] = concurrent.futures.Future()
+            return future, True
+
+    def _forget(self, key: Hashable, future: concurrent.futures.Future[V], exc: BaseException) -> None:
+        with self._lock:
+            if self._slots.get(key) is future:
+                del self._slots[key]
+        future.set_exception(exc)
+
+
+class ProcessRegistry:
+    """Everything one process shares across episodes and event loops (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.resources: SharedMap[Any] = SharedMap("resources")
+        """``EpisodeResources`` by ``(TauConfig, id of the caller's tokenizer or None, backend wrapper or None)``."""
+        self.pools: SharedMap[concurrent.futures.ThreadPoolExecutor] = SharedMap("pools")
+        """``run_blocking``'s thread pools by worker count."""
+        self.backends: SharedMap[EnvBackend] = SharedMap("backends")
+        """τ backends by benchmark name (``tau1``, ``tau2``); a backend takes no settings."""
+        self.endpoint_guards: SharedMap[Any] = SharedMap("endpoint guards")
+        """Hook for ``engine/endpoints.py``: its guards keyed by role, URL and every setting they are built from
+        (unused until that module moves its own registry here)."""
+        self._notes: SharedMap[dict[Hashable, Any]] = SharedMap("notes")
+        self._seen: set[tuple[str, Hashable]] = set()
+        self._seen_lock = threading.Lock()
+        self._settled: dict[str, object] = {}
+        self._settle_lock = threading.Lock()
+        self._wrapper: BackendWrapper | None = None
+        self._wrapper_lock = threading.Lock()
+
+    def first_time(self, topic: str, key: Hashable) -> bool:
+        """True only the first time this process sees ``key`` under ``topic`` (a warning logged once per key)."""
+        with self._seen_lock:
+            if (topic, key) in self._seen:
+                return False
+            self._seen.add((topic, key))
+            return True
+
+    def notes(self, topic: str) -> dict[Hashable, Any]:
+        """A process-wide dict for facts learned along the way (verl's routed-experts shape per model); one key
+        per write, the last write wins."""
+        return self._notes.get(topic, dict)
+
+    def settle(self, what: str, value: object, apply: Callable[[], None], *, fix: str) -> None:
+        """Apply a third party's process-wide setting once: ``apply()`` runs for the first value only.
+
+        Raises:
+            ConfigError: ``value`` differs from the one already applied (both named, then ``fix``); or what
+                ``apply`` raises (then nothing is recorded).
+        """
+        with self._settle_lock:
+            previous = self._settled.get(what, _UNSET)
+            if previous is _UNSET:
+                apply()
+                self._settled[what] = value
+            elif previous != value:
+                raise ConfigError(
+                    f"{what} {value!r} differs from the one already set in this process ({previous!r}); {fix}"
+                )
+
+    @property
+    def backend_wrapper(self) -> BackendWrapper | None:
+        """The wrapper ``EpisodeResources`` applies to the τ backend of each resources it builds (None: none)."""
+        with self._wrapper_lock:
+            return self._wrapper
+
+    def install_backend_wrapper(self, wrapper: BackendWrapper | None) -> None:
+        """Wrap the τ backend of every resources built from now on (None: stop wrapping). Resources are keyed by
+        the wrapper, so a config built before gets fresh resources; those built earlier keep their backend."""
+        with self._wrapper_lock:
+            self._wrapper = wrapper
+
+
+_PROCESS = ProcessRegistry()
+
+
+def process_registry() -> ProcessRegistry:
+    """This process's one :class:`ProcessRegistry`."""
+    return _PROCESS
