@@ -27,17 +27,14 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from slime_tau_plugin.engine.errors import ConfigError
 
-if TYPE_CHECKING:
-    from slime_tau_plugin.engine.config import TauConfig
-    from slime_tau_plugin.engine.envs.base import EnvBackend
-
 V = TypeVar("V")
-BackendWrapper = Callable[["EnvBackend", "TauConfig"], "EnvBackend"]
-"""What a tool installs: ``(backend, config) -> backend`` (the config gives the wrapper its timeouts)."""
+BackendWrapper = Callable[[Any, Any], Any]
+"""What a tool installs: ``(EnvBackend, TauConfig) -> EnvBackend`` (the config gives the wrapper its timeouts).
+Spelt with ``Any``: this module sits below ``config`` and ``envs`` (both use the registry), so it names neither."""
 _UNSET = object()
 
 
@@ -114,7 +111,7 @@ class ProcessRegistry:
         """``EpisodeResources`` by ``(TauConfig, id of the caller's tokenizer or None, backend wrapper or None)``."""
         self.pools: SharedMap[concurrent.futures.ThreadPoolExecutor] = SharedMap("pools")
         """``run_blocking``'s thread pools by worker count."""
-        self.backends: SharedMap[EnvBackend] = SharedMap("backends")
+        self.backends: SharedMap[Any] = SharedMap("backends")  # EnvBackend by benchmark name
         """τ backends by benchmark name (``tau1``, ``tau2``); a backend takes no settings."""
         self.endpoint_guards: SharedMap[Any] = SharedMap("endpoint guards")
         """Hook for ``engine/endpoints.py``: its guards keyed by role, URL and every setting they are built from
