@@ -3,10 +3,11 @@
 Our own client rather than litellm: importing τ² caps synchronous litellm calls at 10 in flight per
 process, and a blocking call would hold a pool thread for the whole LLM latency. Here thousands of
 user turns wait concurrently on the event loop. Connection errors, timeouts, 429 and 5xx are retried
-with backoff (a chat completion has no side effects; a ``Retry-After`` is honoured); other 4xx and
-malformed answers are not. An endpoint guard (``endpoints.py``) bounds the requests in flight and makes
-episodes wait out an outage. Every failure surfaces as :class:`UserSimulatorError`, which ends the episode
-FAILED. Each answer's token usage and latency are added to the episode's ``NetStats``.
+with backoff (a chat completion has no side effects; a ``Retry-After`` is honoured; ``http_errors.py``
+classifies the status); other 4xx and malformed answers are not. An endpoint guard (``endpoints.py``)
+bounds the requests in flight and makes episodes wait out an outage. Every failure surfaces as
+:class:`UserSimulatorError`, which ends the episode FAILED. Each answer's token usage and latency are
+added to the episode's ``NetStats``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import time
 from typing import Any
 
 from slime_tau_plugin.engine.config import LLMEndpoint
-from slime_tau_plugin.engine.endpoints import EndpointDownError, EndpointGuard, current_stats
-from slime_tau_plugin.engine.errors import UserSimulatorError
+from slime_tau_plugin.engine.endpoints import EndpointGuard, current_stats
+from slime_tau_plugin.engine.errors import EndpointDownError, UserSimulatorError
+from slime_tau_plugin.engine.http_errors import classify_status
 from slime_tau_plugin.engine.loop_http import LoopBoundHTTP, TransportError
-from slime_tau_plugin.engine.retry import RetrySettings, parse_retry_after, retry_async
+from slime_tau_plugin.engine.retry import RetrySettings, retry_async
 
 
 class _TransientError(UserSimulatorError):
@@ -75,13 +77,14 @@ class ChatClient:
             finally:
                 if stats is not None:
                     stats.user_latency_s += time.perf_counter() - t0
-            status, text = answer.status, answer.text
-            if status == 429 or status >= 500:
-                error = _TransientError(f"{self.what}: POST {url} answered {status}: {text[:200]}")
-                error.retry_after = parse_retry_after(answer.retry_after)
+            text = answer.text
+            failure = classify_status(answer.status, text, answer.retry_after)
+            if failure is not None and failure.is_transient:
+                error = _TransientError(f"{self.what}: POST {url} answered {failure.status}: {text[:200]}")
+                error.retry_after = failure.retry_after
                 raise error
-            if status >= 400:
-                raise UserSimulatorError(f"{self.what}: POST {url} answered {status}: {text[:300]}")
+            if failure is not None:
+                raise UserSimulatorError(f"{self.what}: POST {url} answered {failure.status}: {text[:300]}")
             try:
                 body = json.loads(text)
             except json.JSONDecodeError as exc:  # a body cut short: a chat completion is safe to ask again

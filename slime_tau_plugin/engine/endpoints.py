@@ -16,7 +16,8 @@ judge. Three things must hold per endpoint, not per request:
 A request that keeps failing while the same endpoint answers other requests is its own problem: it gives
 up after its tries, as before. Per-episode numbers (retries, time waiting out outages and for slots, the
 user simulator's token usage) go to the episode's :class:`NetStats`, found through a context variable, so
-no client signature carries them.
+no client signature carries them. The guards live in one :class:`EndpointRegistry` (``REGISTRY``), keyed by
+role, URL and settings; ``retry.py`` drives a guard only through its methods.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import enum
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from slime_tau_plugin.engine.errors import TauPluginError
+from slime_tau_plugin.engine.errors import EndpointDownError
 
 logger = logging.getLogger(__name__)
 
@@ -47,18 +48,6 @@ class EndpointRole(str, enum.Enum):
     POLICY = "policy"
     USER = "user simulator"
     JUDGE = "judge"
-
-
-class EndpointDownError(TauPluginError):
-    """An endpoint failed every request for longer than ``tau_outage_tolerance_s`` (its breaker is open).
-
-    Clients re-raise it as their own error type (a policy error, a user-simulator error) so episodes end
-    with the usual FAILED statuses; the message names the endpoint and how long it has been down.
-    """
-
-
-class EpisodeDeadlineError(TauPluginError):
-    """The episode's wall-clock deadline (``tau_episode_timeout_s``) passed while it waited on a retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,18 +123,25 @@ def episode_stats(stats: NetStats):
 
 @dataclass(slots=True)
 class EndpointGuard:
-    """One endpoint's shared state (see the module docstring)."""
+    """One endpoint's shared state (see the module docstring); only its own methods change it.
+
+    A request goes: ``await admit()``, ``async with slot(stats)``, then ``record_success()`` or
+    ``record_failure(exc)``; once its own tries are spent, ``await wait_out(...)`` decides between waiting
+    out an outage and failing. ``settle_probe()`` ends a request that got neither answer (cancelled, a
+    non-transient error).
+    """
 
     role: EndpointRole
     url: str
     settings: GuardSettings
-    down_since: float | None = None
-    """``monotonic()`` of the first failure since the last success; None while the endpoint answers."""
-    is_open: bool = False
     has_answered: bool = False
     """A request succeeded once in this process: only then is a failing streak an outage to wait out."""
     openings: int = 0
-    waiting: int = 0
+    """Times the breaker opened (the soak's report)."""
+    _down_since: float | None = None
+    """``monotonic()`` of the first failure since the last success; None while the endpoint answers."""
+    _is_open: bool = False
+    _waiting: int = 0
     """Requests now waiting out an outage."""
     _last_probe: float = 0.0
     _probe: asyncio.Future | None = None
@@ -169,21 +165,27 @@ class EndpointGuard:
                 stats.slot_wait_s += time.monotonic() - t0
             yield
 
-    async def admit(self) -> bool:
-        """May a request go out? Always while closed. While open: one probe per ``PROBE_INTERVAL_S``; requests
-        that arrive while it is out wait for its answer and go if it closed the breaker; the rest are refused."""
-        if not self.is_open:
-            return True
+    async def admit(self) -> None:
+        """Let a request go out: always while closed. While open: one probe per ``PROBE_INTERVAL_S``; requests
+        that arrive while it is out wait for its answer and go if it closed the breaker.
+
+        Raises:
+            EndpointDownError: the breaker is open and this request is not the probe.
+        """
+        if not self._is_open:
+            return
         probe = self._probe
         if probe is not None and not probe.done() and probe.get_loop() is asyncio.get_running_loop():
             await asyncio.shield(probe)
-            return not self.is_open
+            if not self._is_open:
+                return
+            raise self.down_error()
         now = time.monotonic()
         if now - self._last_probe >= PROBE_INTERVAL_S:
             self._last_probe = now
             self._probe = asyncio.get_running_loop().create_future()
-            return True
-        return False
+            return
+        raise self.down_error()
 
     def settle_probe(self) -> None:
         """The probe (if one is out) has its answer: release the requests waiting on it."""
@@ -192,43 +194,58 @@ class EndpointGuard:
             probe.set_result(None)
 
     def record_success(self) -> None:
-        if self.is_open:
+        """A request got an answer: the outage (if any) is over and the breaker closes."""
+        if self._is_open:
             logger.warning("%s endpoint %s answers again; its breaker is closed", self.role.value, self.url)
-        elif self._reported and self.down_since is not None:  # the outage note_waiting reported is over
+        elif self._reported and self._down_since is not None:  # the outage _note_waiting reported is over
             logger.warning(
-                "%s endpoint %s answers again after %.0fs", self.role.value, self.url, self.outage_s(time.monotonic())
+                "%s endpoint %s answers again after %.0fs", self.role.value, self.url, self._outage_s(time.monotonic())
             )
         self._reported = False
-        self.down_since = None
-        self.is_open = False
+        self._down_since = None
+        self._is_open = False
         self.has_answered = True
+        self.settle_probe()
 
-    def record_failure(self, now: float) -> None:
-        if self.down_since is None:
-            self.down_since = now
+    def record_failure(self, exc: BaseException) -> None:
+        """A request failed with a transient error: the outage clock starts (if it is not running).
 
-    def looks_down(self, since: float) -> bool:
-        """No request succeeded since ``since`` (this request's first failure) on an endpoint that answered
-        before: the endpoint is down, not this request wrong."""
-        return self.has_answered and self.down_since is not None and self.down_since <= since
+        Raises:
+            EndpointDownError: the breaker is open (another request opened it meanwhile), from ``exc``.
+        """
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        self.settle_probe()
+        if self._is_open:
+            raise self.down_error() from exc
 
-    def outage_s(self, now: float) -> float:
-        return 0.0 if self.down_since is None else now - self.down_since
+    async def wait_out(
+        self, since: float, exc: BaseException, delay: float, sleep: Callable[[float], Awaitable[None]]
+    ) -> float | None:
+        """A request whose own tries are spent (its first failure at ``since``) asks: wait, or fail?
 
-    def trip(self, now: float, cause: BaseException | None = None) -> None:
-        if not self.is_open:
-            self.is_open = True
-            self.openings += 1
-            self._last_probe = now
-            logger.error(
-                "%s endpoint %s failed every request for %.0fs (tau_outage_tolerance_s=%g): breaker open, its "
-                "episodes FAIL at once until it answers again; last error: %s",
-                self.role.value,
-                self.url,
-                self.outage_s(now),
-                self.settings.outage_tolerance_s,
-                cause,
-            )
+        Returns the seconds it waited (at most ``delay``, through ``sleep``) when the endpoint looks down
+        (no request succeeded since ``since`` on an endpoint that answered before) within the outage
+        tolerance; None when the failure is the request's own (the caller re-raises it).
+
+        Raises:
+            EndpointDownError: the outage has lasted ``outage_tolerance_s``: the breaker opens, from ``exc``.
+        """
+        if not (self.has_answered and self._down_since is not None and self._down_since <= since):
+            return None
+        now = time.monotonic()
+        tolerance = self.settings.outage_tolerance_s
+        if self._outage_s(now) >= tolerance:
+            self._trip(now, exc)
+            raise self.down_error() from exc
+        delay = min(delay, max(tolerance - self._outage_s(now), 0.05))
+        self._waiting += 1
+        self._note_waiting(now)
+        try:
+            await sleep(delay)
+        finally:
+            self._waiting -= 1
+        return delay
 
     def down_error(self) -> EndpointDownError:
         """The same words for every episode it fails (the CLI shows a repeated warning once; the breaker's
@@ -238,7 +255,32 @@ class EndpointGuard:
             f"tau_outage_tolerance_s={self.settings.outage_tolerance_s:g}s"
         )
 
-    def note_waiting(self, now: float) -> None:
+    def forget(self) -> None:
+        """Back to "never answered, closed" (a new run in the same process)."""
+        self._down_since = None
+        self._is_open = False
+        self.has_answered = False
+        self._waiting = 0
+
+    def _outage_s(self, now: float) -> float:
+        return 0.0 if self._down_since is None else now - self._down_since
+
+    def _trip(self, now: float, cause: BaseException | None = None) -> None:
+        if not self._is_open:
+            self._is_open = True
+            self.openings += 1
+            self._last_probe = now
+            logger.error(
+                "%s endpoint %s failed every request for %.0fs (tau_outage_tolerance_s=%g): breaker open, its "
+                "episodes FAIL at once until it answers again; last error: %s",
+                self.role.value,
+                self.url,
+                self._outage_s(now),
+                self.settings.outage_tolerance_s,
+                cause,
+            )
+
+    def _note_waiting(self, now: float) -> None:
         """One line per endpoint per minute while requests wait for it."""
         if now - self._last_log >= LOG_INTERVAL_S:
             self._last_log = now
@@ -248,47 +290,88 @@ class EndpointGuard:
                 "tau_outage_tolerance_s=%gs, then their episodes FAIL)",
                 self.role.value,
                 self.url,
-                self.outage_s(now),
-                self.waiting,
+                self._outage_s(now),
+                self._waiting,
                 self.settings.outage_tolerance_s,
             )
 
 
-_guards: dict[tuple[EndpointRole, str], EndpointGuard] = {}
-"""One guard per (role, URL) for the process; bounded by the endpoints a run configures."""
-_answered: set[tuple[EndpointRole, str]] = set()
-"""Endpoints a pre-flight check saw answer before their guard existed (bounded like ``_guards``)."""
+class EndpointRegistry:
+    """The process's guards, one per (role, URL, settings), and what it has learnt about endpoints.
+
+    Process-wide on purpose: slime runs every episode of a rollout on one event loop in one process, and
+    the point of a guard is that all of them share one endpoint's slots, outage clock and breaker. Bounded
+    by the endpoints a run configures. A second caller with other settings for the same endpoint (two
+    configs in one process) gets its own guard: its limits are its own, never the first caller's.
+    """
+
+    def __init__(self) -> None:
+        self._guards: dict[tuple[EndpointRole, str, GuardSettings], EndpointGuard] = {}
+        self._answered: set[tuple[EndpointRole, str]] = set()
+        """Endpoints a pre-flight check saw answer (a guard built later starts as "has answered")."""
+        self._warned: set[tuple[str, str]] = set()
+        """Kinds of fault already warned about (``retry.py``: one WARNING per kind, the repeats at DEBUG)."""
+
+    def guard_for(self, role: EndpointRole, url: str, settings: GuardSettings) -> EndpointGuard:
+        """The guard for ``url`` in ``role`` with ``settings`` (built on first use)."""
+        url = url.rstrip("/")
+        key = (role, url, settings)
+        guard = self._guards.get(key)
+        if guard is None:
+            guard = self._guards[key] = EndpointGuard(role, url, settings, has_answered=(role, url) in self._answered)
+        return guard
+
+    def note_answered(self, role: EndpointRole, url: str) -> None:
+        """A pre-flight request got an answer: outages of ``url`` in ``role`` are waited for from now on."""
+        key = (role, url.rstrip("/"))
+        self._answered.add(key)
+        for guard in self._guards.values():
+            if (guard.role, guard.url) == key:
+                guard.has_answered = True
+
+    def first_warning(self, kind: tuple[str, str]) -> bool:
+        """True the first time a kind of fault (where, exception type) is seen in this process."""
+        if kind in self._warned:
+            return False
+        self._warned.add(kind)
+        return True
+
+    def breaker_openings(self) -> dict[str, int]:
+        """Breaker openings per endpoint so far (for the soak's report and metrics)."""
+        counts: dict[str, int] = {}
+        for guard in self._guards.values():
+            if guard.openings:
+                name = f"{guard.role.value} {guard.url}"
+                counts[name] = counts.get(name, 0) + guard.openings
+        return counts
+
+    def forget_history(self) -> None:
+        """Every guard back to "never answered, closed" (a new run in the same process, tests, the soak)."""
+        self._answered.clear()
+        for guard in self._guards.values():
+            guard.forget()
+
+
+REGISTRY = EndpointRegistry()
+"""The process's one registry (see :class:`EndpointRegistry` for why it is process-wide)."""
 
 
 def note_answered(role: EndpointRole, url: str) -> None:
     """A pre-flight request (the CLI's) got an answer: an outage from now on is waited for, even before the
     first episode's request succeeds (a server restarted while the run starts costs time, not samples)."""
-    key = (role, url.rstrip("/"))
-    if key in _guards:
-        _guards[key].has_answered = True
-    else:
-        _answered.add(key)
+    REGISTRY.note_answered(role, url)
 
 
 def guard_for(role: EndpointRole, url: str, settings: GuardSettings) -> EndpointGuard:
-    """The process's guard for ``url`` in ``role`` (the first caller's settings win; one run = one setting)."""
-    key = (role, url.rstrip("/"))
-    guard = _guards.get(key)
-    if guard is None:
-        guard = _guards[key] = EndpointGuard(role, key[1], settings, has_answered=key in _answered)
-    return guard
+    """The process's guard for ``url`` in ``role`` with ``settings`` (:meth:`EndpointRegistry.guard_for`)."""
+    return REGISTRY.guard_for(role, url, settings)
 
 
 def breaker_openings() -> dict[str, int]:
     """Breaker openings per endpoint so far (for the soak's report and metrics)."""
-    return {f"{g.role.value} {g.url}": g.openings for g in _guards.values() if g.openings}
+    return REGISTRY.breaker_openings()
 
 
 def forget_endpoint_history() -> None:
     """Every guard back to "never answered, closed" (a new run in the same process, tests, the soak)."""
-    _answered.clear()
-    for guard in _guards.values():
-        guard.down_since = None
-        guard.is_open = False
-        guard.has_answered = False
-        guard.waiting = 0
+    REGISTRY.forget_history()

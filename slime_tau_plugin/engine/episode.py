@@ -2,8 +2,8 @@
 
 Every front door (slime's ``generate``, the CLI, verl) and every env backend reads these types, never
 their string values: renaming a value cannot silently change how an episode is scored or labelled.
-This module imports nothing from the rest of the package except ``TaskRef``'s home (``task_ref``) and
-the trajectory, and nothing from slime, verl or τ.
+This module imports nothing from the rest of the package except ``TaskRef``'s home (``task_ref``), the
+trajectory and the error tree (``FailedEndpoint``), and nothing from slime, verl or τ.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import enum
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from slime_tau_plugin.engine.errors import FailedEndpoint
 from slime_tau_plugin.engine.task_ref import TaskRef
 from slime_tau_plugin.engine.trajectory import Trajectory
 
@@ -156,6 +157,8 @@ class EpisodeResult:
     """The conversation as chat messages (assistant content = the model's raw text)."""
     tools: tuple[dict[str, Any], ...] = ()
     error: str | None = None
+    failed_endpoint: FailedEndpoint | None = None
+    """The collaborator a FAILED episode failed on (set from the error that ended it); None otherwise."""
     env_info: dict[str, str] = field(default_factory=dict)
     """Which τ distribution and version scored it."""
     timings: EpisodeTimings = EpisodeTimings()

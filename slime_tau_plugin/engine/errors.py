@@ -11,18 +11,29 @@
     ├── EnvBackendError         a τ environment call (reset, step, reward) failed or timed out
     │   └── JudgeError          the NL-assertion judge (an LLM endpoint τ calls while scoring) failed
     ├── UserSimulatorError      the simulated user failed or timed out
+    ├── EndpointDownError       an endpoint's breaker is open (``endpoints.py``); each client re-raises it as
+    │                           its own error above, so an episode never ends on it
+    ├── EpisodeDeadlineError    ``tau_episode_timeout_s`` passed while a request waited to retry: TRUNCATED
     └── FailureGuardError       too many recent episodes FAILED for one endpoint: the run must stop
 
-Only ``policy.py`` classifies HTTP statuses; only ``generate()`` (and other front doors) catch broad
-``Exception`` and turn it into a FAILED sample.
+Each error names the collaborator it blames (``failed_endpoint``, a :class:`FailedEndpoint`): a FAILED
+episode records it as a typed field, so nobody reads it back out of the message. Only ``http_errors.py``
+classifies HTTP statuses; only ``generate()`` (and other front doors) catch broad ``Exception`` and turn it
+into a FAILED sample.
 """
 
 from __future__ import annotations
 
+import enum
+from typing import ClassVar
+
 __all__ = [
     "ConfigError",
     "ContextLengthError",
+    "EndpointDownError",
     "EnvBackendError",
+    "EpisodeDeadlineError",
+    "FailedEndpoint",
     "FailureGuardError",
     "JudgeError",
     "MissingSettingError",
@@ -32,15 +43,33 @@ __all__ = [
     "PolicyProtocolError",
     "TauPluginError",
     "UserSimulatorError",
+    "failed_endpoint_of",
 ]
+
+
+class FailedEndpoint(str, enum.Enum):
+    """Which collaborator a FAILED episode failed on. Values are ``metadata["failed_endpoint"]``, the
+    failure guard's keys and slime's drop reason ``failed_<value>``."""
+
+    POLICY = "policy"
+    USER = "user"
+    JUDGE = "judge"
+    ENV = "env"
+    """The τ environment, or anything not blamed on a collaborator below."""
+    CONFIG = "config"
 
 
 class TauPluginError(Exception):
     """Base of every error this package raises on purpose."""
 
+    failed_endpoint: ClassVar[FailedEndpoint] = FailedEndpoint.ENV
+    """Whom an episode that ends on this error blames (each branch of the tree sets its own)."""
+
 
 class ConfigError(TauPluginError, ValueError):
     """Configuration or input that cannot work; the message says which field and what is expected."""
+
+    failed_endpoint = FailedEndpoint.CONFIG
 
 
 class MissingSettingError(ConfigError):
@@ -53,6 +82,8 @@ class MissingSettingError(ConfigError):
 
 class PolicyError(TauPluginError):
     """The policy server could not produce a generation."""
+
+    failed_endpoint = FailedEndpoint.POLICY
 
 
 class PolicyHTTPError(PolicyError):
@@ -84,9 +115,25 @@ class JudgeError(EnvBackendError):
     """τ's NL-assertion judge failed while scoring: an endpoint outage, not an environment bug (the failure
     guard names the judge)."""
 
+    failed_endpoint = FailedEndpoint.JUDGE
+
 
 class UserSimulatorError(TauPluginError):
     """The user simulator failed after its retries."""
+
+    failed_endpoint = FailedEndpoint.USER
+
+
+class EndpointDownError(TauPluginError):
+    """An endpoint failed every request for longer than ``tau_outage_tolerance_s`` (its breaker is open).
+
+    Clients re-raise it as their own error type (a policy error, a user-simulator error, a judge error) so
+    episodes end with the usual FAILED statuses; the message names the endpoint and how long it has been down.
+    """
+
+
+class EpisodeDeadlineError(TauPluginError):
+    """The episode's wall-clock deadline (``tau_episode_timeout_s``) passed while it waited on a retry."""
 
 
 class FailureGuardError(TauPluginError):
@@ -101,3 +148,8 @@ class FailureGuardError(TauPluginError):
         self.endpoint = endpoint
         self.failed = failed
         self.episodes = episodes
+
+
+def failed_endpoint_of(exc: BaseException) -> FailedEndpoint:
+    """The collaborator ``exc`` blames (the environment for an error that is not ours)."""
+    return exc.failed_endpoint if isinstance(exc, TauPluginError) else FailedEndpoint.ENV

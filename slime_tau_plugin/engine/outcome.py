@@ -14,6 +14,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.errors import failed_endpoint_of
 from slime_tau_plugin.engine.task_ref import UNKNOWN_TASK_ID, TaskRef
 from slime_tau_plugin.engine.trajectory import Trajectory
 
@@ -21,7 +22,8 @@ from slime_tau_plugin.engine.trajectory import Trajectory
 def failed_result(config: TauConfig, exc: BaseException, task: TaskRef | None = None) -> EpisodeResult:
     """The result of an episode that failed before it could start (task id ``?`` when unknown)."""
     task = task or TaskRef(config.benchmark, config.domain, config.split, UNKNOWN_TASK_ID)
-    return EpisodeResult(task, TerminationReason.ENV_ERROR, None, error=f"{type(exc).__name__}: {exc}")
+    error = f"{type(exc).__name__}: {exc}"
+    return EpisodeResult(task, TerminationReason.ENV_ERROR, None, error=error, failed_endpoint=failed_endpoint_of(exc))
 
 
 def filler_id(tokenizer: Any) -> int:

@@ -7,9 +7,10 @@ Clients, one per wire protocol, each the only reader of its response shape:
   prompt and log-probs (vLLM; SGLang's OpenAI endpoint).
 - ``policy_verl.VerlPolicy``: verl's ``server_manager`` (no HTTP of ours).
 
-The HTTP clients share :func:`post_json_with_retries`: connection failures, timeouts and 5xx are retried
-with backoff (generation is stateless, so a retry is safe); 4xx is never retried, and a 400 about the
-context length becomes :class:`ContextLengthError`. An engine abort is a ``finish_reason``, not an exception.
+The HTTP clients share :func:`post_json_with_retries`: connection failures, timeouts, 429 and 5xx are
+retried with backoff (generation is stateless, so a retry is safe; ``http_errors.py`` classifies the
+status); 4xx is never retried, and a 400 about the context length becomes :class:`ContextLengthError`.
+An engine abort is a ``finish_reason``, not an exception.
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from slime_tau_plugin.engine.choices import PolicyApi
-from slime_tau_plugin.engine.endpoints import EndpointDownError, EndpointGuard, EndpointRole, GuardSettings, guard_for
+from slime_tau_plugin.engine.endpoints import EndpointGuard, EndpointRole, GuardSettings, guard_for
 from slime_tau_plugin.engine.errors import (
     ContextLengthError,
+    EndpointDownError,
     MissingSettingError,
     PolicyConnectionError,
     PolicyHTTPError,
     PolicyProtocolError,
 )
+from slime_tau_plugin.engine.http_errors import HTTPFailure, classify_status
 from slime_tau_plugin.engine.loop_http import LoopBoundHTTP, TransportError
-from slime_tau_plugin.engine.retry import RetrySettings, parse_retry_after, retry_async
+from slime_tau_plugin.engine.retry import RetrySettings, retry_async
 
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.config import TauConfig
@@ -151,7 +154,9 @@ def http_settings(config: TauConfig) -> dict[str, Any]:
 class _TransientHTTPError(PolicyHTTPError):
     """A 5xx or 429 answer: retried (after its ``Retry-After``), then surfaced as PolicyHTTPError."""
 
-    retry_after: float | None = None
+    def __init__(self, message: str, failure: HTTPFailure, body: str) -> None:
+        super().__init__(message, status=failure.status, body=body)
+        self.retry_after = failure.retry_after
 
 
 class _CutBodyError(PolicyProtocolError):
@@ -181,17 +186,15 @@ async def post_json_with_retries(
             answer = await http.post_json(path, payload, headers)
         except TransportError as exc:
             raise PolicyConnectionError(str(exc)) from exc
-        status, text = answer.status, answer.text
-        if status >= 500 or status == 429:
-            error = _TransientHTTPError(f"POST {path} answered {status} (rid={rid})", status=status, body=text)
-            error.retry_after = parse_retry_after(answer.retry_after)
-            raise error
-        if status >= 400:
-            raise classify_client_error(status, text, rid, path)
+        failure = classify_status(answer.status, answer.text, answer.retry_after)
+        if failure is not None and failure.is_transient:
+            raise _TransientHTTPError(f"POST {path} answered {failure.status} (rid={rid})", failure, answer.text)
+        if failure is not None:
+            raise _final_error(failure, answer.text, rid, path)
         try:
-            return json.loads(text)
+            return json.loads(answer.text)
         except json.JSONDecodeError as exc:  # a body cut short (a proxy, a restarting server): try again
-            raise _CutBodyError(f"{path} answered non-JSON (rid={rid}): {text[:200]!r}") from exc
+            raise _CutBodyError(f"{path} answered non-JSON (rid={rid}): {answer.text[:200]!r}") from exc
 
     what = f"rid={rid} {path}"
     try:
@@ -204,18 +207,18 @@ async def post_json_with_retries(
         raise PolicyConnectionError(str(exc)) from exc
 
 
-def classify_client_error(status: int, body: str, rid: str | None, path: str = "/generate") -> PolicyHTTPError:
-    """A 4xx answer as an error: :class:`ContextLengthError` for a 400 about the context, else PolicyHTTPError.
+def _final_error(failure: HTTPFailure, body: str, rid: str | None, path: str = "/generate") -> PolicyHTTPError:
+    """A final (4xx) answer as an error: :class:`ContextLengthError` for a 400 about the context, else
+    PolicyHTTPError, in the server's own words."""
+    cls = ContextLengthError if failure.is_context_length else PolicyHTTPError
+    return cls(
+        f"POST {path} answered {failure.status} (rid={rid}): {failure.message}", status=failure.status, body=body
+    )
 
-    Reads ``{"error": {"message"}}`` (SGLang, vLLM, OpenAI) and falls back to the raw body, whose text
-    still carries the message in SGLang's flat ``{"object": "error", "message"}`` form.
-    """
-    try:
-        message = json.loads(body)["error"]["message"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        message = body[:500]
-    lowered = str(message).lower()
-    mentions_tokens = "token" in lowered and ("exceed" in lowered or "longer than" in lowered)
-    is_context = status == 400 and ("context length" in lowered or "context window" in lowered or mentions_tokens)
-    cls = ContextLengthError if is_context else PolicyHTTPError
-    return cls(f"POST {path} answered {status} (rid={rid}): {message}", status=status, body=body)
+
+def classify_client_error(status: int, body: str, rid: str | None, path: str = "/generate") -> PolicyHTTPError:
+    """A 4xx answer as the error :func:`post_json_with_retries` raises for it (``http_errors`` classifies it)."""
+    failure = classify_status(status, body)
+    if failure is None:
+        raise ValueError(f"classify_client_error: HTTP {status} is not an error status")
+    return _final_error(failure, body, rid, path)

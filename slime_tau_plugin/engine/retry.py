@@ -3,7 +3,7 @@
 Which errors are transient is the caller's decision (``retry_on``); this module only schedules the
 tries: capped exponential backoff with jitter, a server's ``Retry-After`` honoured, the episode's retry
 budget spent, and, with an endpoint guard (``endpoints.py``), in-flight slots, outage waits and the
-breaker. Each retried fault is logged as ``attempt k/N``.
+breaker, each asked of the guard's own methods. Each retried fault is logged as ``attempt k/N``.
 
 A dead endpoint fails every request of every running episode: one WARNING per kind of fault (where, with
 request ids removed, and the exception type) says so once; the repeats go to DEBUG, so a killed policy
@@ -13,8 +13,6 @@ server gives a few lines, not hundreds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
 import logging
 import random
 import re
@@ -23,15 +21,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from slime_tau_plugin.engine.endpoints import EndpointGuard, EpisodeDeadlineError, NetStats, current_stats
+from slime_tau_plugin.engine.endpoints import REGISTRY, EndpointGuard, NetStats, current_stats
+from slime_tau_plugin.engine.errors import EpisodeDeadlineError
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _IDS = re.compile(r"\b(rid|request_id|session_id|task|trial)=\S+ ?")
-_warned: set[tuple[str, str]] = set()
-"""Kinds of fault already warned about in this process (bounded by the endpoints and exception types)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +52,10 @@ class RetrySettings:
         """Capped exponential backoff with jitter; at least the server's ``Retry-After`` (capped) when given."""
         base = min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1))) * (0.5 + random.random() / 2)
         return base if retry_after is None else max(base, min(retry_after, self.max_retry_after_s))
+
+
+_ONE_TRY = RetrySettings(attempts=1)
+"""A call that retries itself gets no tries of ours; its outage waits still back off from 0.5s to 8s."""
 
 
 async def retry_async(
@@ -82,49 +83,52 @@ async def retry_async(
     first_failure: float | None = None
     attempt = 0
     while True:
-        if guard is not None and not await guard.admit():
-            raise guard.down_error()
         try:
-            async with guard.slot(stats) if guard is not None else contextlib.nullcontext():
-                result = await fn()
+            return await _try_once(fn, guard, stats)
         except retry_on as exc:
-            now = time.monotonic()
             attempt += 1
-            first_failure = now if first_failure is None else first_failure
             if guard is not None:
-                guard.record_failure(now)
-                guard.settle_probe()
-                if guard.is_open:
-                    raise guard.down_error() from exc
+                guard.record_failure(exc)  # first: its outage clock must not start after this request's
+            first_failure = time.monotonic() if first_failure is None else first_failure
+            delay = settings.delay(attempt, retry_after_of(exc))
             if attempt < settings.attempts and (stats is None or stats.spend_retry()):
-                delay = settings.delay(attempt, retry_after_of(exc))
                 _log_retry(what, exc, attempt, settings.attempts, delay)
                 await _sleep(delay, stats, what)
                 continue
-            if guard is None or not guard.looks_down(first_failure):
+            waited = None if guard is None else await guard.wait_out(first_failure, exc, delay, _sleeper(stats, what))
+            if waited is None:
                 raise
-            if guard.outage_s(now) >= guard.settings.outage_tolerance_s:
-                guard.trip(now, exc)
-                raise guard.down_error() from exc
-            remaining = guard.settings.outage_tolerance_s - guard.outage_s(now)
-            delay = min(settings.delay(attempt, retry_after_of(exc)), max(remaining, 0.05))
-            guard.waiting += 1
-            guard.note_waiting(now)
-            try:
-                await _sleep(delay, stats, what)
-            finally:
-                guard.waiting -= 1
             if stats is not None:
-                stats.outage_wait_s += delay
-        except BaseException:
-            if guard is not None:
-                guard.settle_probe()  # a probe that was cancelled or failed otherwise answers nothing
-            raise
-        else:
-            if guard is not None:
-                guard.record_success()
-                guard.settle_probe()
-            return result
+                stats.outage_wait_s += waited
+
+
+async def guarded_call(
+    fn: Callable[[], Awaitable[T]], guard: EndpointGuard, failure: type[BaseException], what: str
+) -> T:
+    """One try of ``await fn()`` per admission through ``guard``, for a call that retries itself (τ's judge
+    through litellm): its slots and breaker apply, and an outage of the endpoint is waited out like any.
+
+    Raises:
+        EndpointDownError: the endpoint is down (breaker open).
+        EpisodeDeadlineError: the episode's deadline would pass before the next try.
+        ``failure``: the call failed while the endpoint answers others.
+    """
+    return await retry_async(fn, _ONE_TRY, (failure,), what, guard)
+
+
+async def _try_once(fn: Callable[[], Awaitable[T]], guard: EndpointGuard | None, stats: NetStats | None) -> T:
+    """One request: admitted by the guard, in one of its slots; a success closes its breaker."""
+    if guard is None:
+        return await fn()
+    await guard.admit()
+    try:
+        async with guard.slot(stats):
+            result = await fn()
+    except BaseException:
+        guard.settle_probe()  # a probe that failed or was cancelled answers the waiting requests too
+        raise
+    guard.record_success()
+    return result
 
 
 def retry_after_of(exc: BaseException) -> float | None:
@@ -133,20 +137,8 @@ def retry_after_of(exc: BaseException) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value >= 0 else None
 
 
-def parse_retry_after(header: str | None) -> float | None:
-    """``Retry-After`` in seconds: its delta-seconds form, or an HTTP date; None when absent or unreadable."""
-    if not header:
-        return None
-    header = header.strip()
-    if header.isdigit():
-        return float(header)
-    try:
-        when = email.utils.parsedate_to_datetime(header)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
+def _sleeper(stats: NetStats | None, what: str) -> Callable[[float], Awaitable[None]]:
+    return lambda delay: _sleep(delay, stats, what)
 
 
 async def _sleep(delay: float, stats: NetStats | None, what: str) -> None:
@@ -156,9 +148,7 @@ async def _sleep(delay: float, stats: NetStats | None, what: str) -> None:
 
 
 def _log_retry(what: str, exc: BaseException, attempt: int, attempts: int, delay: float) -> None:
-    kind = (_IDS.sub("", what).strip(), type(exc).__name__)
-    first = kind not in _warned
-    _warned.add(kind)
+    first = REGISTRY.first_warning((_IDS.sub("", what).strip(), type(exc).__name__))
     logger.log(
         logging.WARNING if first else logging.DEBUG,
         "%s failed (%s), attempt %d/%d, retrying in %.2fs%s",

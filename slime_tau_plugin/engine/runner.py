@@ -19,29 +19,25 @@ from typing import Any, TypeVar
 
 from slime_tau_plugin.engine.blocking import run_blocking
 from slime_tau_plugin.engine.choices import UserKind
-from slime_tau_plugin.engine.endpoints import (
-    EndpointDownError,
-    EndpointRole,
-    EpisodeDeadlineError,
-    GuardSettings,
-    NetStats,
-    episode_stats,
-    guard_for,
-)
+from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings, NetStats, episode_stats, guard_for
 from slime_tau_plugin.engine.envs import EnvSession, EnvToolCall, TaskRef
 from slime_tau_plugin.engine.episode import EpisodeCounters, EpisodeResult, EpisodeTimings, TerminationReason
 from slime_tau_plugin.engine.errors import (
     ContextLengthError,
+    EndpointDownError,
     EnvBackendError,
+    EpisodeDeadlineError,
+    FailedEndpoint,
     JudgeError,
     PolicyError,
     TauPluginError,
     UserSimulatorError,
+    failed_endpoint_of,
 )
 from slime_tau_plugin.engine.limits import StepLedger
 from slime_tau_plugin.engine.policy import FinishReason, PolicyClient
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.retry import RetrySettings, retry_async
+from slime_tau_plugin.engine.retry import guarded_call
 from slime_tau_plugin.engine.templates import ChatTemplate
 from slime_tau_plugin.engine.tool_calls import ParsedAction, ToolCallParser
 from slime_tau_plugin.engine.trajectory import TokenBudget, Trajectory
@@ -85,6 +81,7 @@ class _Episode:
         reward: float = 0.0,
         reward_info: dict[str, Any] | None = None,
         error: str | None = None,
+        failed_endpoint: FailedEndpoint | None = None,
     ) -> EpisodeResult:
         return EpisodeResult(
             task=self.task,
@@ -98,6 +95,7 @@ class _Episode:
             messages=tuple(self.messages),
             tools=tuple(self.session.tools if self.session is not None else ()),
             error=error,
+            failed_endpoint=failed_endpoint,
             env_info=env_info,
             timings=EpisodeTimings(self.policy_s, self.env_s, self.user_s, time.perf_counter() - self.t0),
             net_info={**self.net.as_metadata(), **self.user_info},
@@ -276,10 +274,8 @@ class EpisodeEngine:
         guard = guard_for(
             EndpointRole.JUDGE, url, GuardSettings(self.config.judge_max_inflight, self.config.outage_tolerance_s)
         )
-        try:  # one try per call: litellm already retried tau_judge_retries times
-            return await retry_async(
-                lambda: self._env(ep, ep.session.reward, termination), RetrySettings(1), (JudgeError,), "judge", guard
-            )
+        try:  # one try per admission: litellm already retried tau_judge_retries times
+            return await guarded_call(lambda: self._env(ep, ep.session.reward, termination), guard, JudgeError, "judge")
         except EndpointDownError as exc:
             raise JudgeError(str(exc)) from exc
 
@@ -358,7 +354,8 @@ class EpisodeEngine:
     @staticmethod
     def _fail(ep: _Episode, reason: TerminationReason, exc: BaseException, env_info: dict[str, str]) -> EpisodeResult:
         logger.warning("task=%s/%s episode failed: %s", ep.task.domain, ep.task.task_id, exc)
-        return ep.result(reason, env_info, error=f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        return ep.result(reason, env_info, error=error, failed_endpoint=failed_endpoint_of(exc))
 
 
 async def run_episode(

@@ -19,7 +19,7 @@ from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.engine.config import LLMEndpoint
 from slime_tau_plugin.engine.envs import EnvOptions, EnvToolCall, TaskRef
 from slime_tau_plugin.engine.episode import SampleStatus, TerminationReason
-from slime_tau_plugin.engine.errors import JudgeError
+from slime_tau_plugin.engine.errors import JudgeError, failed_endpoint_of
 from slime_tau_plugin.tools.cli.runner import RolloutSample, format_summary, summarize
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
@@ -110,7 +110,11 @@ def test_a_failing_judge_fails_the_reward_call_not_the_process(tau2_backend, nl_
         failed = SimpleNamespace(
             status=SampleStatus.FAILED,
             remove_sample=True,
-            metadata={"termination_reason": "env_error", "error": f"JudgeError: {raised.value}"},
+            metadata={
+                "termination_reason": "env_error",
+                "failed_endpoint": failed_endpoint_of(raised.value).value,  # what generate writes for it
+                "error": f"JudgeError: {raised.value}",
+            },
         )
         assert failure_endpoint(failed) == "judge"  # the failure guard names the judge, not the environment
     finally:

@@ -1,8 +1,8 @@
 """``group_filter``: the dynamic filter's verdicts and the failure guard that stops a run on a dead endpoint.
 
 Groups are built from the ``Sample`` stand-in with the metadata our ``generate`` writes for a FAILED
-episode (``termination_reason``, ``error``). Where slime is importable, the return type is slime's own
-``DynamicFilterOutput`` and its drop logic is applied as ``generate_rollout_async`` applies it.
+episode (``termination_reason``, ``failed_endpoint``, ``error``). Where slime is importable, the return type
+is slime's own ``DynamicFilterOutput`` and its drop logic is applied as ``generate_rollout_async`` applies it.
 """
 
 from __future__ import annotations
@@ -14,13 +14,22 @@ import pytest
 
 from slime_tau_plugin.adapters.slime.group_filter import (
     FailureGuard,
-    GuardSettings,
+    FailureGuardSettings,
     failure_endpoint,
     guard_settings,
     keep_group,
     reset_guard,
 )
-from slime_tau_plugin.engine.errors import ConfigError, FailureGuardError
+from slime_tau_plugin.engine.errors import (
+    ConfigError,
+    EnvBackendError,
+    FailureGuardError,
+    JudgeError,
+    MissingSettingError,
+    PolicyConnectionError,
+    UserSimulatorError,
+    failed_endpoint_of,
+)
 from tests.contracts.slime_sample import Sample
 
 DEAD_USER = "UserSimulatorError: user simulator: POST http://127.0.0.1:9/v1/chat/completions failed (after 4 tries)"
@@ -37,8 +46,10 @@ def ok(reward: float) -> Sample:
     return Sample(reward=reward, status=Sample.Status.COMPLETED, metadata={"termination_reason": "user_stop"})
 
 
-def failed(reason: str = "user_error", error: str = DEAD_USER) -> Sample:
-    meta = {"termination_reason": reason, "error": error}
+def failed(reason: str = "user_error", error: str = DEAD_USER, endpoint: str | None = None) -> Sample:
+    """A FAILED sample as ``generate`` writes it: the typed ``failed_endpoint`` next to the error's words."""
+    endpoint = endpoint or {"user_error": "user", "policy_error": "policy"}.get(reason, "env")
+    meta = {"termination_reason": reason, "error": error, "failed_endpoint": endpoint}
     return Sample(reward=0.0, status=Sample.Status.FAILED, remove_sample=True, metadata=meta)
 
 
@@ -89,16 +100,26 @@ def test_dead_endpoint_stops_the_run_within_the_window_with_one_line():
 
 def test_flaky_endpoint_below_the_share_never_stops_and_failures_roll_out_of_the_window():
     args = args_for(tau_max_failed_share=0.5, tau_failure_window_groups=4)
+    flaky, mixed = [failed(), failed(), failed(), ok(1.0)], [ok(1.0), ok(0.0), ok(1.0), ok(1.0)]
     for i in range(200):  # every other group loses 3 of 4 episodes: 37.5% of the window
-        keep_group(args, [failed(), failed(), failed(), ok(1.0)] if i % 2 else [ok(1.0), ok(0.0), ok(1.0), ok(1.0)])
-    # an outage of two groups after a healthy stretch stays under the share too
+        verdict = keep_group(args, list(flaky) if i % 2 else list(mixed))
+        assert verdict.reason == ("zero_std_1.0" if i % 2 else None)  # judged on its merits, never stopped
     healthy = [ok(1.0), ok(0.0)] * 2
-    for group in (healthy, healthy, healthy, healthy, [failed()] * 4, [failed()] * 4, healthy, healthy):
-        keep_group(args, list(group))  # 8 of 16 at most: not more than half
+    outage = [failed()] * 4
+    # an outage of two groups after a healthy stretch stays under the share: 8 of 16, not more than half
+    verdicts = [keep_group(args, list(g)) for g in (healthy, healthy, healthy, healthy, outage, outage)]
+    assert [v.reason for v in verdicts] == [None] * 4 + ["failed_user"] * 2
+    # four healthy groups push that outage out of the window: a second one of two groups is tolerated too
+    # (were the first outage still counted, this would be 16 failures of 16)
+    for group in (healthy, healthy, healthy, healthy, outage, outage):
+        keep_group(args, list(group))
+    # and the guard still watches: a third outage group in a row is more than half of the window
+    with pytest.raises(FailureGuardError, match="12 of the last 16 episodes"):
+        keep_group(args, list(outage))
 
 
 def test_causes_are_counted_per_endpoint_not_summed():
-    guard = FailureGuard(GuardSettings(max_failed_share=0.5, window_groups=2))
+    guard = FailureGuard(FailureGuardSettings(max_failed_share=0.5, window_groups=2))
     guard.observe(
         [failed("user_error"), failed("user_error"), failed("policy_error", "PolicyConnectionError: x"), ok(1)]
     )
@@ -115,8 +136,8 @@ def test_share_one_turns_the_guard_off():
 
 
 def test_window_defaults_to_one_step_of_groups():
-    assert guard_settings(SimpleNamespace(rollout_batch_size=32)) == GuardSettings(0.5, 32)
-    assert guard_settings(SimpleNamespace()) == GuardSettings(0.5, 8)
+    assert guard_settings(SimpleNamespace(rollout_batch_size=32)) == FailureGuardSettings(0.5, 32)
+    assert guard_settings(SimpleNamespace()) == FailureGuardSettings(0.5, 8)
     assert guard_settings(SimpleNamespace(tau_max_failed_share=0.25, tau_failure_window_groups=3)).window_groups == 3
 
 
@@ -137,20 +158,34 @@ def test_bad_guard_settings_name_the_key(key, value):
 
 
 @pytest.mark.parametrize(
-    ("reason", "error", "endpoint"),
+    ("reason", "exc", "endpoint"),
     [
-        ("user_error", DEAD_USER, "user"),
-        ("policy_error", "PolicyConnectionError: cannot reach http://router", "policy"),
-        ("env_error", "JudgeError: NL-assertion judge failed: Timeout: litellm judge gpt-4.1 timed out", "judge"),
-        ("env_error", "EnvBackendError: reward failed: the word judge in an environment error", "env"),
-        ("env_error", "EnvBackendError: get_response failed: KeyError", "env"),
-        ("env_error", "MissingSettingError: no tokenizer: set --hf-checkpoint", "config"),
+        ("user_error", UserSimulatorError("user simulator: POST http://127.0.0.1:9 failed"), "user"),
+        ("policy_error", PolicyConnectionError("cannot reach http://router"), "policy"),
+        ("env_error", JudgeError("NL-assertion judge failed: Timeout: litellm judge gpt-4.1 timed out"), "judge"),
+        ("env_error", EnvBackendError("reward failed: the word judge in an environment error"), "env"),
+        ("env_error", EnvBackendError("get_response failed: KeyError"), "env"),
+        ("env_error", KeyError("get_response"), "env"),
+        ("env_error", MissingSettingError("no tokenizer: set --hf-checkpoint"), "config"),
+        ("env_error", PolicyConnectionError("the router is down before the episode started"), "policy"),
     ],
 )
-def test_failure_endpoint_reads_the_termination_reason_and_error(reason, error, endpoint):
-    assert failure_endpoint(failed(reason, error)) == endpoint
+def test_failure_endpoint_reads_the_typed_endpoint_the_error_names(reason, exc, endpoint):
+    sample = failed(reason, f"{type(exc).__name__}: {exc}", failed_endpoint_of(exc).value)
+    assert failure_endpoint(sample) == endpoint
     assert failure_endpoint(ok(1.0)) is None
     assert failure_endpoint(Sample(reward=0.0, remove_sample=True)) == "other"
+
+
+def test_failure_endpoint_never_reads_the_errors_words():
+    # the words say judge and user, the typed field says env: the field wins
+    sample = failed("env_error", "UserSimulatorError: JudgeError: made up", "env")
+    assert failure_endpoint(sample) == "env"
+    # a FAILED sample without the field (an older writer) is classified by its termination reason alone
+    bare = Sample(reward=0.0, status=Sample.Status.FAILED, metadata={"termination_reason": "env_error"})
+    bare.metadata["error"] = "JudgeError: the judge timed out"
+    assert failure_endpoint(bare) == "env"
+    assert failure_endpoint(failed("deadline", "EpisodeDeadlineError: too slow", "policy")) == "deadline"
 
 
 def test_returns_slimes_own_output_type_when_slime_is_importable():

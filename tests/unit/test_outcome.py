@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from slime_tau_plugin.adapters.slime.generate import fill_sample
+from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.adapters.slime.metrics import episode_metrics
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.errors import (
+    FailedEndpoint,
+    JudgeError,
+    MissingSettingError,
+    PolicyConnectionError,
+    UserSimulatorError,
+)
 from slime_tau_plugin.engine.outcome import failed_result, filler_id, trainable_trajectory, training_reward
 from slime_tau_plugin.engine.trajectory import Trajectory
 from slime_tau_plugin.tools.cli.runner import RolloutSample
@@ -55,3 +63,23 @@ def test_a_shaped_sample_keeps_taus_reward_and_metrics_use_it():
     assert sample.reward == 0.3 and sample.metadata["task_reward"] == 0.0
     metrics = episode_metrics([sample], "p/", with_pass_k=True)
     assert metrics["p/tau2/retail/reward_mean"] == 0.0 and metrics["p/tau2/retail/pass^1"] == 0.0
+
+
+def test_a_failed_sample_names_the_endpoint_its_error_blames_as_a_typed_field():
+    config = TauConfig()
+    for exc, endpoint in [
+        (MissingSettingError("no policy server: set tau_policy_url"), FailedEndpoint.CONFIG),
+        (PolicyConnectionError("cannot reach http://router"), FailedEndpoint.POLICY),
+        (UserSimulatorError("user simulator is down"), FailedEndpoint.USER),
+        (JudgeError("judge is down"), FailedEndpoint.JUDGE),
+        (RuntimeError("a bug"), FailedEndpoint.ENV),
+    ]:
+        result = failed_result(config, exc)
+        assert result.failed_endpoint is endpoint
+        sample = RolloutSample(prompt=0, metadata={})
+        fill_sample(None, sample, result, FakeTokenizer(), config)
+        assert sample.metadata["failed_endpoint"] == endpoint.value
+        assert failure_endpoint(sample) == endpoint.value
+    completed = RolloutSample(prompt=0, metadata={})
+    fill_sample(None, completed, _result(TerminationReason.USER_STOP, 1.0), FakeTokenizer(), config)
+    assert "failed_endpoint" not in completed.metadata

@@ -158,6 +158,8 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
     }
     if result.error:
         meta["error"] = result.error
+    if result.failed_endpoint is not None:
+        meta["failed_endpoint"] = result.failed_endpoint.value  # the failure guard reads it (group_filter.py)
     if config.record_messages:
         meta["messages"] = list(result.messages)
         meta["tools"] = list(result.tools)

@@ -28,15 +28,15 @@ from typing import Any
 from slime_tau_plugin.adapters.slime.advantages import is_failed, reward_value
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.episode import TerminationReason
-from slime_tau_plugin.engine.errors import FailureGuardError, JudgeError
+from slime_tau_plugin.engine.errors import FailedEndpoint, FailureGuardError
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ENDPOINTS",
     "FailureGuard",
+    "FailureGuardSettings",
     "FilterVerdict",
-    "GuardSettings",
     "failure_endpoint",
     "guard_settings",
     "keep_group",
@@ -52,7 +52,14 @@ ENDPOINTS: dict[str, str] = {
     "deadline": "the episode deadline (tau_episode_timeout_s: episodes slower than it, often a slow server)",
     "other": "an unknown cause (removed without our metadata: another generate function or hook)",
 }
-"""Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says."""
+"""Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says.
+The first five are :class:`FailedEndpoint`'s values."""
+_FAILED_ENDPOINTS = frozenset(e.value for e in FailedEndpoint)
+_BY_REASON = {
+    TerminationReason.USER_ERROR.value: FailedEndpoint.USER,
+    TerminationReason.POLICY_ERROR.value: FailedEndpoint.POLICY,
+}
+"""A FAILED sample without ``failed_endpoint`` (written before the field existed): its termination reason."""
 KEPT = "kept"
 DEFAULT_MAX_FAILED_SHARE = 0.5
 DEFAULT_WINDOW_GROUPS = 8
@@ -62,7 +69,7 @@ MIN_STD = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
-class GuardSettings:
+class FailureGuardSettings:
     """The failure guard's knobs (slime YAML keys ``tau_max_failed_share``, ``tau_failure_window_groups``)."""
 
     max_failed_share: float = DEFAULT_MAX_FAILED_SHARE
@@ -81,7 +88,7 @@ class FilterVerdict:
     keep_when_insufficient: bool = False
 
 
-def guard_settings(args: Any) -> GuardSettings:
+def guard_settings(args: Any) -> FailureGuardSettings:
     """Read and check the guard's keys from slime's ``args`` (absent = default).
 
     Raises:
@@ -90,29 +97,27 @@ def guard_settings(args: Any) -> GuardSettings:
     config = TauConfig.from_args(args)  # the one type and range check of every tau_* key
     share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
     window = config.failure_window_groups or getattr(args, "rollout_batch_size", None) or DEFAULT_WINDOW_GROUPS
-    return GuardSettings(float(share), window)
+    return FailureGuardSettings(float(share), window)
 
 
 def failure_endpoint(sample: Any) -> str | None:
-    """Which endpoint a FAILED sample failed on (a key of :data:`ENDPOINTS`), or None if it did not fail."""
+    """Which endpoint a FAILED sample failed on (a key of :data:`ENDPOINTS`), or None if it did not fail.
+
+    Read from the typed fields ``generate`` writes: ``metadata["failed_endpoint"]`` (the episode's
+    :class:`FailedEndpoint`) and ``metadata["termination_reason"]``, never from the error's words.
+    """
     if not is_failed(sample):
         return None
     meta = getattr(sample, "metadata", None) or {}
     reason = meta.get("termination_reason")
-    error = str(meta.get("error") or "")
-    if reason is None and not error:
+    if reason is None:
         return "other"
     if reason == TerminationReason.DEADLINE.value:
         return "deadline"
-    if reason == TerminationReason.USER_ERROR.value or error.startswith("UserSimulatorError"):
-        return "user"
-    if reason == TerminationReason.POLICY_ERROR.value or error.startswith(("Policy", "ContextLengthError")):
-        return "policy"
-    if error.startswith(("MissingSettingError", "ConfigError")):
-        return "config"
-    if error.startswith(JudgeError.__name__):
-        return "judge"
-    return "env"
+    failed = meta.get("failed_endpoint")
+    if failed in _FAILED_ENDPOINTS:
+        return failed
+    return _BY_REASON.get(reason, FailedEndpoint.ENV).value
 
 
 class FailureGuard:
@@ -122,7 +127,7 @@ class FailureGuard:
     run as soon as the outcome is certain, before the window fills.
     """
 
-    def __init__(self, settings: GuardSettings) -> None:
+    def __init__(self, settings: FailureGuardSettings) -> None:
         self.settings = settings
         self._window: deque[tuple[int, Counter[str]]] = deque(maxlen=settings.window_groups)
         self._last_error: dict[str, str] = {}
