@@ -16,8 +16,8 @@ judge. Three things must hold per endpoint, not per request:
 A request that keeps failing while the same endpoint answers other requests is its own problem: it gives
 up after its tries, as before. Per-episode numbers (retries, time waiting out outages and for slots, the
 user simulator's token usage) go to the episode's :class:`NetStats`, found through a context variable, so
-no client signature carries them. The guards live in one :class:`EndpointRegistry` (``REGISTRY``), keyed by
-role, URL and settings; ``retry.py`` drives a guard only through its methods.
+no client signature carries them. The guards live in one :class:`EndpointRegistry` (``endpoint_registry()``, held
+by the process registry), keyed by role, URL and settings; ``retry.py`` drives a guard only through its methods.
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ import contextlib
 import contextvars
 import enum
 import logging
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from slime_tau_plugin.engine.errors import EndpointDownError
+from slime_tau_plugin.engine.process import process_registry
 
 logger = logging.getLogger(__name__)
 
@@ -306,6 +308,8 @@ class EndpointRegistry:
     """
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        """Guards are asked for on the loop and in the threads that build resources."""
         self._guards: dict[tuple[EndpointRole, str, GuardSettings], EndpointGuard] = {}
         self._answered: set[tuple[EndpointRole, str]] = set()
         """Endpoints a pre-flight check saw answer (a guard built later starts as "has answered")."""
@@ -316,30 +320,37 @@ class EndpointRegistry:
         """The guard for ``url`` in ``role`` with ``settings`` (built on first use)."""
         url = url.rstrip("/")
         key = (role, url, settings)
-        guard = self._guards.get(key)
-        if guard is None:
-            guard = self._guards[key] = EndpointGuard(role, url, settings, has_answered=(role, url) in self._answered)
-        return guard
+        with self._lock:
+            guard = self._guards.get(key)
+            if guard is None:
+                answered = (role, url) in self._answered
+                guard = self._guards[key] = EndpointGuard(role, url, settings, has_answered=answered)
+            return guard
 
     def note_answered(self, role: EndpointRole, url: str) -> None:
         """A pre-flight request got an answer: outages of ``url`` in ``role`` are waited for from now on."""
         key = (role, url.rstrip("/"))
-        self._answered.add(key)
-        for guard in self._guards.values():
+        with self._lock:
+            self._answered.add(key)
+            guards = list(self._guards.values())
+        for guard in guards:
             if (guard.role, guard.url) == key:
                 guard.has_answered = True
 
     def first_warning(self, kind: tuple[str, str]) -> bool:
         """True the first time a kind of fault (where, exception type) is seen in this process."""
-        if kind in self._warned:
-            return False
-        self._warned.add(kind)
-        return True
+        with self._lock:
+            if kind in self._warned:
+                return False
+            self._warned.add(kind)
+            return True
 
     def breaker_openings(self) -> dict[str, int]:
         """Breaker openings per endpoint so far (for the soak's report and metrics)."""
         counts: dict[str, int] = {}
-        for guard in self._guards.values():
+        with self._lock:
+            guards = list(self._guards.values())
+        for guard in guards:
             if guard.openings:
                 name = f"{guard.role.value} {guard.url}"
                 counts[name] = counts.get(name, 0) + guard.openings
@@ -347,31 +358,35 @@ class EndpointRegistry:
 
     def forget_history(self) -> None:
         """Every guard back to "never answered, closed" (a new run in the same process, tests, the soak)."""
-        self._answered.clear()
-        for guard in self._guards.values():
+        with self._lock:
+            self._answered.clear()
+            guards = list(self._guards.values())
+        for guard in guards:
             guard.forget()
 
 
-REGISTRY = EndpointRegistry()
-"""The process's one registry (see :class:`EndpointRegistry` for why it is process-wide)."""
+def endpoint_registry() -> EndpointRegistry:
+    """The process's one registry (see :class:`EndpointRegistry` for why it is process-wide), held by the process
+    registry with the rest of the process's state."""
+    return process_registry().component("endpoints", EndpointRegistry)
 
 
 def note_answered(role: EndpointRole, url: str) -> None:
     """A pre-flight request (the CLI's) got an answer: an outage from now on is waited for, even before the
     first episode's request succeeds (a server restarted while the run starts costs time, not samples)."""
-    REGISTRY.note_answered(role, url)
+    endpoint_registry().note_answered(role, url)
 
 
 def guard_for(role: EndpointRole, url: str, settings: GuardSettings) -> EndpointGuard:
     """The process's guard for ``url`` in ``role`` with ``settings`` (:meth:`EndpointRegistry.guard_for`)."""
-    return REGISTRY.guard_for(role, url, settings)
+    return endpoint_registry().guard_for(role, url, settings)
 
 
 def breaker_openings() -> dict[str, int]:
     """Breaker openings per endpoint so far (for the soak's report and metrics)."""
-    return REGISTRY.breaker_openings()
+    return endpoint_registry().breaker_openings()
 
 
 def forget_endpoint_history() -> None:
     """Every guard back to "never answered, closed" (a new run in the same process, tests, the soak)."""
-    REGISTRY.forget_history()
+    endpoint_registry().forget_history()

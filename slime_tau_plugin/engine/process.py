@@ -2,7 +2,8 @@
 
 slime and verl play many episodes in one process, and a few things exist once per process: the resources of a
 config (``resources.py``: their one cache lives here), the thread pools of ``run_blocking`` (``blocking.py``),
-the τ backends (``envs.get_backend``), τ²'s judge setting (``envs/tau2_judge.py``) and once-only log lines. They
+the τ backends (``envs.get_backend``), τ²'s judge setting (``envs/tau2_judge.py``), the endpoint guards
+(``endpoints.py``), slime's failure window (``adapters/slime/group_filter.py``) and once-only log lines. They
 live in this one object, not in module globals, each part behind its own lock, so a reader finds all process
 state in one place. The instance sits at the bottom of the engine (this module imports only ``errors``) because
 ``blocking`` and ``envs`` sit below ``resources``; ``resources.py`` is its owner and main user.
@@ -113,9 +114,7 @@ class ProcessRegistry:
         """``run_blocking``'s thread pools by worker count."""
         self.backends: SharedMap[Any] = SharedMap("backends")  # EnvBackend by benchmark name
         """τ backends by benchmark name (``tau1``, ``tau2``); a backend takes no settings."""
-        self.endpoint_guards: SharedMap[Any] = SharedMap("endpoint guards")
-        """Hook for ``engine/endpoints.py``: its guards keyed by role, URL and every setting they are built from
-        (unused until that module moves its own registry here)."""
+        self._components: SharedMap[Any] = SharedMap("components")
         self._notes: SharedMap[dict[Hashable, Any]] = SharedMap("notes")
         self._seen: set[tuple[str, Hashable]] = set()
         self._seen_lock = threading.Lock()
@@ -123,6 +122,12 @@ class ProcessRegistry:
         self._settle_lock = threading.Lock()
         self._wrapper: BackendWrapper | None = None
         self._wrapper_lock = threading.Lock()
+
+    def component(self, name: str, build: Callable[[], V]) -> V:
+        """The process's one ``name`` part, built by ``build()`` on first use: a module's own registry that is
+        process-wide by design (``endpoints``: every episode shares an endpoint's slots and breaker; slime's
+        failure guard: one window over a run's groups)."""
+        return self._components.get(name, build)
 
     def first_time(self, topic: str, key: Hashable) -> bool:
         """True only the first time this process sees ``key`` under ``topic`` (a warning logged once per key)."""

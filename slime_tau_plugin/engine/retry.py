@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from slime_tau_plugin.engine.endpoints import REGISTRY, EndpointGuard, NetStats, current_stats
+from slime_tau_plugin.engine.endpoints import EndpointGuard, NetStats, current_stats, endpoint_registry
 from slime_tau_plugin.engine.errors import EpisodeDeadlineError
 
 logger = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ async def _sleep(delay: float, stats: NetStats | None, what: str) -> None:
 
 
 def _log_retry(what: str, exc: BaseException, attempt: int, attempts: int, delay: float) -> None:
-    first = REGISTRY.first_warning((_IDS.sub("", what).strip(), type(exc).__name__))
+    first = endpoint_registry().first_warning((_IDS.sub("", what).strip(), type(exc).__name__))
     logger.log(
         logging.WARNING if first else logging.DEBUG,
         "%s failed (%s), attempt %d/%d, retrying in %.2fs%s",

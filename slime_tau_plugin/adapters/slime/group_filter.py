@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from slime_tau_plugin.adapters.slime.advantages import is_failed, reward_value
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.episode import TerminationReason
 from slime_tau_plugin.engine.errors import FailedEndpoint, FailureGuardError
+from slime_tau_plugin.engine.process import process_registry
 
 logger = logging.getLogger(__name__)
 
@@ -170,13 +172,30 @@ class FailureGuard:
         return FailureGuardError(message, endpoint=endpoint, failed=failed, episodes=drawn)
 
 
-_guard: FailureGuard | None = None
+class _RunWindow:
+    """The process's one failure window: slime calls ``keep_group`` as a plain function every group, so the window
+    over a run's groups lives in the process registry; new guard settings start a new window."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.guard: FailureGuard | None = None
+
+    def guard_for(self, settings: FailureGuardSettings) -> FailureGuard:
+        with self.lock:
+            if self.guard is None or self.guard.settings != settings:
+                self.guard = FailureGuard(settings)
+            return self.guard
+
+
+def _run_window() -> _RunWindow:
+    return process_registry().component("failure guard", _RunWindow)
 
 
 def reset_guard() -> None:
     """Forget the failure window (a new run in the same process, or a test)."""
-    global _guard
-    _guard = None
+    window = _run_window()
+    with window.lock:
+        window.guard = None
 
 
 def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
@@ -189,12 +208,9 @@ def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
         FailureGuardError: too many recent episodes FAILED on one endpoint (stops the run, by design).
         ConfigError: a guard key has a bad value.
     """
-    global _guard
-    settings = guard_settings(args)
-    if _guard is None or _guard.settings != settings:
-        _guard = FailureGuard(settings)
+    guard = _run_window().guard_for(guard_settings(args))
     try:
-        _guard.observe(samples)
+        guard.observe(samples)
     except FailureGuardError as exc:
         logger.error("%s", exc)
         raise
@@ -208,7 +224,7 @@ def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
             len(samples),
             ENDPOINTS[endpoint],
             reason,
-            _guard.last_error(endpoint),
+            guard.last_error(endpoint),
         )
     elif len(ok) < 2 or statistics.stdev(ok) <= MIN_STD:
         reason = f"zero_std_{round(ok[0], 1)}"
