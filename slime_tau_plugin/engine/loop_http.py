@@ -25,6 +25,8 @@ from typing import Any
 import aiohttp
 import certifi
 
+from slime_tau_plugin.engine.process import process_registry
+
 try:  # ~10x faster for the long input_ids lists every /generate carries; optional
     import orjson
 
@@ -36,7 +38,9 @@ except ImportError:  # pragma: no cover - depends on the environment
         return json.dumps(payload).encode()
 
 
-_live: weakref.WeakSet[LoopBoundHTTP] = weakref.WeakSet()
+def _live() -> weakref.WeakSet[LoopBoundHTTP]:
+    """Every client of the process (weakly held), for closing sessions when their loop ends or the process exits."""
+    return process_registry().component("http clients", weakref.WeakSet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +80,7 @@ class LoopBoundHTTP:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncIterator[None] | None = None
-        _live.add(self)
+        _live().add(self)
 
     async def _client(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -115,7 +119,7 @@ class LoopBoundHTTP:
 async def aclose_all() -> None:
     """Close every session bound to the running loop (call before a short-lived loop ends, e.g. the CLI's)."""
     loop = asyncio.get_running_loop()
-    for http in list(_live):
+    for http in list(_live()):
         if http._loop is loop:
             await http.aclose()
 
@@ -132,7 +136,7 @@ async def _close_at_loop_shutdown(session: aiohttp.ClientSession) -> AsyncIterat
 @atexit.register
 def _close_on_running_loops() -> None:
     """At exit, close sessions whose loop still runs in another thread (slime's rollout loop)."""
-    for http in list(_live):
+    for http in list(_live()):
         loop, session = http._loop, http._session
         if session is None or session.closed or loop is None or loop.is_closed() or not loop.is_running():
             continue

@@ -21,6 +21,7 @@ from typing import Any
 
 from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.adapters.slime.metrics import emit, episode_metrics
+from slime_tau_plugin.engine.process import process_registry
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,6 @@ __all__ = ["ALL_PREFIX", "all_samples_metrics", "process_all_samples"]
 
 ALL_PREFIX = "rollout/tau_all/"
 """Under slime's ``rollout/`` prefix, so wandb plots it against ``rollout/step`` like ``rollout/tau/``."""
-_calls = itertools.count()
 
 
 def all_samples_metrics(groups: Sequence[Sequence[Any]], default_domain: str = "tau2/retail") -> dict[str, float]:
@@ -76,7 +76,7 @@ def _rollout_id(args: Any) -> int:
     """slime's current rollout id (set by ``RolloutManager.generate``); else count calls from ``start_rollout_id``."""
     hooks = sys.modules.get("slime.rollout.sample_hooks")
     current = getattr(hooks, "_current_rollout_id", None)
-    calls = next(_calls)
+    calls = next(process_registry().component("all-samples calls", itertools.count))
     if isinstance(current, int):
         return current
     return int(getattr(args, "start_rollout_id", 0) or 0) + calls
