@@ -262,3 +262,66 @@ print(first)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['MainThread']", done.stdout
+
+
+# --- the HTTP layer (aiohttp on the server's own loop) --------------------------------------------
+
+
+def test_latency_waits_do_not_hold_up_other_requests(qwen25, serve):
+    """``latency_s`` is slept on the server's loop: eight requests waiting 1 s each end together, and the
+    server answers health checks meanwhile."""
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+
+    policy = serve(EchoModel(qwen25), latency_s=1.0)
+    user = ChatUserServer(latency_s=1.0).start()
+    chat = {"messages": [{"role": "system", "content": "<scenario>Hi</scenario>"}]}
+    generate_body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 8}}
+
+    async def burst() -> tuple[float, float]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            started = time.monotonic()
+            calls = [client.post(f"{policy.url}/generate", json=generate_body) for _ in range(8)]
+            calls += [client.post(f"{user.url}/v1/chat/completions", json=chat) for _ in range(8)]
+            pending = asyncio.gather(*calls)
+            await asyncio.sleep(0.2)
+            health = time.monotonic()
+            assert (await client.get(f"{policy.url}/health")).status_code == 200
+            health = time.monotonic() - health
+            assert all(answer.status_code == 200 for answer in await pending)
+            return time.monotonic() - started, health
+
+    try:
+        elapsed, health = asyncio.run(burst())
+    finally:
+        user.stop()
+    assert elapsed < 4.0 and health < 0.5, (elapsed, health)
+
+
+def test_unknown_routes_answer_a_json_404_for_any_method(qwen25, serve):
+    server = serve(EchoModel(qwen25))
+    for method, path in (("GET", "/nope"), ("POST", "/nope"), ("GET", "/generate"), ("POST", "/health")):
+        answer = httpx.request(method, f"{server.url}{path}", timeout=5)
+        assert answer.status_code == 404 and answer.json() == {"error": {"message": f"no route {path}"}}
+    assert httpx.post(f"{server.url}/generate", content=b"{", timeout=5).json() == {
+        "error": {"message": "body is not JSON"}
+    }
+
+
+def test_a_stopped_server_cuts_its_clients_and_frees_its_port_at_once(qwen25, serve):
+    """Port 0 binds a free port and ``url`` names it; ``stop`` drops kept-alive connections as a dying
+    process would, and a new server binds the same port at once (``SO_REUSEADDR``)."""
+    from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
+
+    first = SGLangServer(EchoModel(qwen25)).start()
+    port = int(first.url.rsplit(":", 1)[1])
+    assert port > 0
+    with httpx.Client(timeout=5) as client:
+        assert client.get(f"{first.url}/health").status_code == 200  # a kept-alive connection
+        first.stop()
+        with pytest.raises(httpx.TransportError):
+            client.get(f"{first.url}/health")
+    second = serve(EchoModel(qwen25), port=port)
+    assert second.url == first.url
+    assert httpx.get(f"{second.url}/health", timeout=5).json() == {"status": "ok"}
+    with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+        SGLangServer(EchoModel(qwen25), port=port).start()

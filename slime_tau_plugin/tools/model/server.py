@@ -1,7 +1,7 @@
 """``serve --model``: a real causal LM behind the SGLang and vLLM routes the built-in server speaks.
 
 The wire formats are the built-in server's (``servers/sglang_server.py``, whose docstring draws them; its
-validation and error bodies and ``completions_wire.py`` are reused here), with three differences:
+validation and error bodies in ``completions_wire.py`` are reused here), with three differences:
 
 - ``output_token_logprobs`` are the model's (``meta_info.logprob_semantics`` says which: SGLang's
   ``log_softmax(logits / temperature)`` before top-k/top-p/min-p), sent only with ``return_logprob`` as SGLang
@@ -12,9 +12,10 @@ validation and error bodies and ``completions_wire.py`` are reused here), with t
 - Requests run one at a time, first come first served (one worker thread in front of the model);
   ``/v1/loads`` reports the running and waiting counts.
 
-A new aiohttp server rather than a model behind ``SGLangServer``: that server's fake-model seam returns ids
-only (its log-probs are a fixed function of id and position) and checks aborts after generation, while a
-real model needs its own log-probs and an abort checked between tokens.
+Its own routes rather than a model behind ``SGLangServer``: that server's fake-model seam returns ids only
+(its log-probs are a fixed function of id and position) and checks aborts after generation, while a real
+model needs its own log-probs and an abort checked between tokens. The loop, thread and binding are the
+built-in servers' (``servers/http_base.AppThread``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,14 @@ from aiohttp import web
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.tools.model.decoder import Decoded, ModelDecoder
 from slime_tau_plugin.tools.model.sampling import LOGPROB_SEMANTICS, parse_sampling_params
-from slime_tau_plugin.tools.servers.completions_wire import completion_body, openai_error
-from slime_tau_plugin.tools.servers.sglang_server import ABORT_FINISH, input_ids_error, validation_error
+from slime_tau_plugin.tools.servers.completions_wire import (
+    ABORT_FINISH,
+    completion_body,
+    input_ids_error,
+    openai_error,
+    validation_error,
+)
+from slime_tau_plugin.tools.servers.http_base import MAX_BODY_BYTES, AppThread
 
 _COMPLETIONS_TO_SGLANG = {"max_tokens": "max_new_tokens", "seed": "sampling_seed"}
 _COMPLETIONS_KEPT = ("temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids", "ignore_eos")
@@ -51,7 +58,6 @@ class ModelServer:
 
     def __init__(self, decoder: ModelDecoder, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.decoder = decoder
-        self.host, self.port = host, port
         self.model_id = decoder.model_dir
         self.weight_version = "default"
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")  # FIFO: fair queue
@@ -59,51 +65,19 @@ class ModelServer:
         self._running: _Request | None = None
         self._lock = threading.Lock()
         self._numbers = iter(range(1, 1 << 62))
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
+        self._app_thread = AppThread("model-server", host, port)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self._app_thread.url
 
     def start(self) -> None:
-        """Bind and serve. Raises ConfigError when the address cannot be bound."""
-        ready: list[BaseException | None] = []
-        started = threading.Event()
+        """Bind and serve from a background thread.
 
-        def serve() -> None:
-            self._loop = asyncio.new_event_loop()
-            try:
-                self._loop.run_until_complete(self._bind())
-                ready.append(None)
-            except OSError as exc:
-                ready.append(exc)
-            started.set()
-            if ready[0] is None:
-                self._loop.run_forever()
-
-        self._thread = threading.Thread(target=serve, name="model-server", daemon=True)
-        self._thread.start()
-        started.wait()
-        if ready[0] is not None:
-            exc = ready[0]
-            raise ConfigError(
-                f"cannot listen on {self.host}:{self.port} ({getattr(exc, 'strerror', None) or exc}); choose "
-                "another --port/--host or stop what is listening there"
-            )
-
-    def stop(self) -> None:
-        with self._lock:
-            for request in self._requests:
-                request.aborted.set()
-        if self._loop is not None and self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
-    async def _bind(self) -> None:
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        Raises:
+            ConfigError: the address cannot be bound.
+        """
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.add_routes(
             [
                 web.post("/generate", self._generate_route),
@@ -116,11 +90,14 @@ class ModelServer:
                 web.get("/v1/models", self._models),
             ]
         )
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+        self._app_thread.start(app)
+
+    def stop(self) -> None:
+        with self._lock:
+            for request in self._requests:
+                request.aborted.set()
+        self._app_thread.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     # --- control routes --------------------------------------------------------------------------
 

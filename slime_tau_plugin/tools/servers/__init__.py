@@ -4,7 +4,7 @@
   ``/flush_cache``, health, and sglang-router's ``/workers``) whose "model" is a fake (``fake_models.py``:
   oracle, scripted, echo), so every path, slime's end-of-step abort included, runs without a GPU.
 - ``chat_user_server.py``: an OpenAI-compatible chat server that plays τ's simulated customer without an LLM.
-- ``http_base.py``: the tiny threaded JSON-over-HTTP server both build on.
+- ``http_base.py``: the aiohttp app on its own loop in a background thread that both build on.
 """
 
 from __future__ import annotations

@@ -5,18 +5,19 @@
 
 - first turn: the task scenario from τ's user system prompt (τ²'s ``<scenario>...</scenario>``, v1's
   ``Instruction: ...``);
-- when the agent asks it to act (``server_policies.ASK_USER`` + tool name + JSON arguments) and the user
+- when the agent asks it to act (``fake_models.ASK_USER`` + tool name + JSON arguments) and the user
   has tools: a ``tool_calls`` answer, then a short report of the tool's result;
 - otherwise ``max_replies`` polite confirmations, then ``###STOP###``.
 
 Latency and failures can be injected (``latency_s``, ``fail_first``, ``fail_status``, ``empty``) to test
-timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faults.py``, target ``user`` or
+timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faults/spec.py``, target ``user`` or
 ``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
 (``http_base.py``), an empty answer or one with only a tool call (here). ``GET /faults`` counts them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -58,7 +59,11 @@ def scripted_user_reply(messages: list[dict[str, Any]], tools: list[dict[str, An
 
 
 class ChatUserServer(JSONServer):
-    """Serves :func:`scripted_user_reply` (or any ``reply`` function) as ``/v1/chat/completions``."""
+    """Serves :func:`scripted_user_reply` (or any ``reply`` function) as ``/v1/chat/completions``.
+
+    The scripted reply is quick and runs on the server's loop; a ``reply`` passed in may block (tests' slow
+    users), so it runs in a worker thread. ``latency_s`` is slept on the loop: other requests go on.
+    """
 
     name = "user-server"
     fault_routes = frozenset({"/v1/chat/completions"})
@@ -77,6 +82,7 @@ class ChatUserServer(JSONServer):
         faults: FaultInjector | None = None,
     ) -> None:
         self.reply = reply or (lambda messages, tools: scripted_user_reply(messages, tools, max_replies))
+        self._reply_may_block = reply is not None
         self.latency_s = latency_s
         self.fail_first = fail_first
         self.fail_status = fail_status
@@ -99,19 +105,24 @@ class ChatUserServer(JSONServer):
     def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
         return {"/v1/chat/completions": self.complete}
 
-    def complete(self, body: Any, headers: dict[str, str]) -> Reply:
+    async def complete(self, body: Any, headers: dict[str, str]) -> Reply:
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(headers)
             failing = self.requests.total <= self.fail_first
         if self.latency_s:
-            time.sleep(self.latency_s)
+            await asyncio.sleep(self.latency_s)
         if failing:
             return self.fail_status, {"error": {"message": f"injected failure {self.fail_status}"}}
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return 400, {"error": {"message": "messages must be a non-empty list"}}
-        message = {"role": "assistant", "content": ""} if self.empty else self.reply(messages, body.get("tools"))
+        if self.empty:
+            message = {"role": "assistant", "content": ""}
+        elif self._reply_may_block:
+            message = await self.app_thread.run_blocking(self.reply, messages, body.get("tools"))
+        else:
+            message = self.reply(messages, body.get("tools"))
         if self.faults is not None:
             message = chat_fault(self.faults.draw(CHAT_KINDS), message)
         finish = "tool_calls" if message.get("tool_calls") else "stop"

@@ -1,19 +1,46 @@
-"""vLLM's ``/v1/completions`` answer and error bodies, for the built-in server (``sglang_server.py``).
+"""The wire bodies both policy servers share (``servers/sglang_server.py``, ``model/server.py``).
 
-Only the rendering lives here; the route, the fake model and the abort bookkeeping are the server's. The
-shape follows vLLM's ``CompletionResponse`` (``token_ids``/``prompt_token_ids`` only with
-``return_token_ids``; ``logprobs.tokens`` as ``token_id:N`` only with ``return_tokens_as_token_ids``), plus
-SGLang's ``metadata.weight_version``.
+SGLang's request validation (its 400 body) and abort ``finish_reason``; vLLM's ``/v1/completions`` answer
+and error bodies. Only the rendering lives here; the routes, the models and the abort bookkeeping are the
+servers'. The completion shape follows vLLM's ``CompletionResponse`` (``token_ids``/``prompt_token_ids``
+only with ``return_token_ids``; ``logprobs.tokens`` as ``token_id:N`` only with
+``return_tokens_as_token_ids``), plus SGLang's ``metadata.weight_version``.
 """
 
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any
 
 Reply = tuple[int, Any]
+
+ABORT_FINISH = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
+"""SGLang's ``FINISH_ABORT().to_json()``: what an aborted request reports."""
+
+
+def input_ids_error(input_ids: Any) -> str | None:
+    """Why SGLang's request validation would refuse ``input_ids`` (a flat list of int64), or None."""
+    if not isinstance(input_ids, list):
+        return f"must be list or null; got {type(input_ids).__name__}"
+    if input_ids and isinstance(input_ids[0], list):
+        return "batched input_ids (a list of lists) are not supported by this server"
+    if input_ids and not isinstance(input_ids[0], int):
+        return f"elements must be int; got {type(input_ids[0]).__name__}"
+    try:
+        array("q", input_ids)  # C-speed check of every element, as SGLang's validator does
+    except (TypeError, OverflowError) as exc:
+        return f"contains non-int64 element: {exc}"
+    return None
+
+
+def validation_error(field_name: str, reason: str) -> Reply:
+    """SGLang's 400 body for a request that fails validation (its ``ErrorResponse``)."""
+    error = f"{{'type': 'value_error', 'loc': ('body', {field_name!r}), 'msg': 'Value error, {reason}'}}"
+    message = f"1 validation error:\n  {error}"
+    return 400, {"object": "error", "message": message, "type": "Bad Request", "param": None, "code": 400}
 
 
 def openai_error(status: int, message: str, param: str | None = None) -> Reply:

@@ -1,8 +1,8 @@
-"""How the built-in servers carry out an injected fault (which one, and when, is ``faults.FaultInjector``'s call).
+"""How the built-in servers carry out an injected fault (which one, and when: ``faults/spec.py``'s injector).
 
-- The HTTP exchange (``http_base.py``, every server): :func:`drop_connection` (``refuse``), :func:`early_reply`
-  (``http_5xx``, ``http_429`` with ``Retry-After``; ``slow`` waits here), :func:`send_cut` (``reset``: half the
-  body then the connection drops; ``invalid_json``: a 200 whose JSON stops half-way).
+- The HTTP exchange (``http_base.py``, every server, on aiohttp): :func:`drop_connection` (``refuse``),
+  :func:`early_reply` (``http_5xx``, ``http_429`` with ``Retry-After``; ``slow`` waits here), :func:`send_cut`
+  (``reset``: half the body then the connection drops; ``invalid_json``: a 200 whose JSON stops half-way).
 - What the policy generates (``sglang_server.py``, both protocols): :func:`model_fault` rewrites the fake
   model's output (``abort``, ``empty_output``, ``special_tokens``, tool-call faults; raises
   :class:`ServerFaultError` for ``context_length``), and :func:`after_render` breaks the rendered body
@@ -14,13 +14,15 @@ The fake models themselves (``fake_models.py``) know nothing of faults.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import json
 import socket
 import struct
-import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from aiohttp import web
 
 from slime_tau_plugin.tools.faults.spec import FaultKind, FaultRule
 from slime_tau_plugin.tools.servers.tool_call_formats import ToolCallFormat, get_format
@@ -50,22 +52,24 @@ def context_length_message(context_len: int, input_len: int, max_new: int) -> st
 # --- the HTTP exchange ---------------------------------------------------------------------------
 
 
-def drop_connection(handler: BaseHTTPRequestHandler) -> None:
-    """Close the connection without reading the body or answering (the client sees a reset or an EOF)."""
-    handler.close_connection = True
-    try:
-        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:  # already gone
-        pass
+def drop_connection(request: web.BaseRequest) -> None:
+    """Close the connection unanswered: a FIN, then a reset (``SO_LINGER`` 0); the client sees it drop."""
+    transport = request.transport
+    if transport is None:  # already gone
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.write_eof()
+    transport.close()
 
 
-def early_reply(rule: FaultRule) -> tuple[int, Any, dict[str, str]] | None:
+async def early_reply(rule: FaultRule) -> tuple[int, Any, dict[str, str]] | None:
     """The answer that replaces the route's (status, body, extra headers), or None to run the route.
 
-    ``slow`` sleeps here, in the handler's own thread, and then lets the route answer.
+    ``slow`` waits here (without holding up other requests) and then lets the route answer.
     """
     if rule.kind is FaultKind.SLOW:
-        time.sleep(rule.param or 0.0)
+        await asyncio.sleep(rule.param or 0.0)
         return None
     if rule.kind is FaultKind.HTTP_5XX:
         status = int(rule.param or 500)
@@ -78,19 +82,19 @@ def early_reply(rule: FaultRule) -> tuple[int, Any, dict[str, str]] | None:
     return None
 
 
-def send_cut(handler: BaseHTTPRequestHandler, status: int, payload: Any, *, reset: bool) -> None:
-    """Send half of the JSON body: announced in full then dropped (``reset``), or a short, complete 200 whose
+async def send_cut(request: web.BaseRequest, status: int, payload: Any, *, reset: bool) -> web.StreamResponse:
+    """Half of the JSON body: announced in full then dropped (``reset``), or a short, complete 200 whose
     JSON is invalid (``invalid_json``)."""
     data = json.dumps(payload).encode()
     half = data[: max(1, len(data) // 2)]
-    handler.send_response(status if reset else 200)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data) if reset else len(half)))
-    handler.end_headers()
-    handler.wfile.write(half)
-    handler.wfile.flush()
-    if reset:
-        drop_connection(handler)
+    if not reset:
+        return web.Response(status=200, body=half, content_type="application/json")
+    response = web.StreamResponse(status=status, headers={"Content-Type": "application/json"})
+    response.content_length = len(data)
+    await response.prepare(request)
+    await response.write(half)
+    drop_connection(request)
+    return response  # aiohttp's end of it meets the closed connection and lets it go
 
 
 # --- the policy's output -------------------------------------------------------------------------

@@ -1,27 +1,32 @@
-"""A tiny JSON-over-HTTP server in a background thread (stdlib only), for our CPU stand-in servers.
+"""The built-in servers' HTTP layer: an ``aiohttp.web`` app on its own event loop in a background thread.
 
-The SGLang-protocol policy server (``server.py``) and the OpenAI-compatible user-simulator server
-(``user_server.py``) share it: real HTTP on 127.0.0.1, one thread per connection, so concurrent
-episodes really wait concurrently. A handler bug answers 500 instead of dropping the socket; a client
-that goes away mid-request (Ctrl-C of a rollout, a cancelled episode) is logged at DEBUG, not printed
-as a traceback: it is the client's choice, not our fault.
+``sglang_server.py`` (the SGLang-protocol policy), ``chat_user_server.py`` (the OpenAI-compatible user simulator
+and judge) and tests' own servers subclass :class:`JSONServer`: they name their routes in ``get_routes`` and
+``post_routes``, and callers get a blocking ``start``/``stop``/``url``, so tests and the CLI run a server
+in-process beside their own event loop. ``tools/model/server.py`` serves its app through :class:`AppThread`.
+Waits (``latency_s``, the ``slow`` fault) are ``asyncio.sleep``: they never hold up other requests. A handler bug
+answers 500 instead of dropping the socket; a client that goes away mid-request (Ctrl-C of a rollout, a cancelled
+episode) is logged at DEBUG, not as a traceback: it is the client's choice, not our fault.
 
-Faults (``faults.py``): a server given a :class:`FaultInjector` draws one per request on its
-:attr:`JSONServer.fault_routes` and carries the transport ones out here (``fault_injection.py``: refuse,
+Faults (``tools/faults/spec.py``): a server given a :class:`FaultInjector` draws one per request on its
+:attr:`JSONServer.fault_routes` and carries the transport ones out here through ``fault_injection.py`` (refuse,
 reset, 5xx, 429, slow, invalid JSON); ``GET /faults`` answers what it injected, by kind.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import json
 import logging
-import socket
-import sys
+import os
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, Future
 from typing import Any
+
+from aiohttp import web
 
 from slime_tau_plugin.engine.blocking import prepare_for_threads
 from slime_tau_plugin.engine.errors import ConfigError
@@ -32,10 +37,16 @@ logger = logging.getLogger(__name__)
 
 Reply = tuple[int, Any]
 """HTTP status and JSON payload."""
+Route = Callable[..., "Reply | Awaitable[Reply]"]
+"""A route: ``()`` for GET, ``(body, headers)`` for POST; it returns a :data:`Reply` or a coroutine of one."""
 
 REQUEST_LOG_LIMIT = 4096
 """Request bodies a built-in server keeps (tests read them): a /generate body is ~0.1 MB, so a long
 ``slime-tau serve`` must not keep every one (measured: 1.45 GB after 600 soak episodes before the bound)."""
+MAX_BODY_BYTES = 256 * 1024 * 1024
+"""aiohttp refuses bodies over 1 MiB by default; a /generate near a long context is bigger."""
+BACKLOG = 1024
+"""Pending connections the socket queues: many episodes connect at once (a short queue resets them)."""
 
 
 class RequestLog(list):
@@ -56,41 +67,129 @@ class RequestLog(list):
             del self[: len(self) - self.limit]
 
 
-class _ThreadingServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-    """The stdlib default (5) resets connections when many episodes connect at once."""
+def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON answer with ``Content-Type: application/json`` and no charset parameter, as the servers always sent."""
+    body = json.dumps(payload).encode()
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.connections: set[socket.socket] = set()
-        """Open client connections: ``stop`` cuts them as a dying server would (keep-alive outlives shutdown)."""
-        self.connections_lock = threading.Lock()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.connections_lock:
-            self.connections.add(request)
-        super().process_request(request, client_address)
+class _DaemonThreads(Executor):
+    """A daemon thread per call, as the stdlib server had per connection: work that blocks for long (the oracle
+    waiting for its task index, a test's slow reply) waits for no free worker and keeps no process alive."""
 
-    def shutdown_request(self, request: Any) -> None:
-        with self.connections_lock:
-            self.connections.discard(request)
-        super().shutdown_request(request)
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
 
-    def cut_connections(self) -> None:
-        with self.connections_lock:
-            open_now = list(self.connections)
-        for conn in open_now:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the awaiting route
+                future.set_exception(exc)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that disconnected is normal (cancelled episodes); anything else keeps the stdlib report."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError | TimeoutError):
-            logger.debug("client %s went away: %s", client_address, exc)
+        threading.Thread(target=run, daemon=True).start()
+        return future
+
+
+class AppThread:
+    """Serves an ``aiohttp.web`` app from a daemon thread running its own event loop."""
+
+    def __init__(self, name: str, host: str, port: int) -> None:
+        self.name, self.host = name, host
+        self.port = port
+        """The port asked for; once started, the bound one (0 asks for a free port)."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._threads = _DaemonThreads()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, app: web.Application) -> None:
+        """Bind ``host:port`` (``SO_REUSEADDR``: a restart reuses a port at once) and serve ``app`` until :meth:`stop`.
+
+        Raises:
+            ConfigError: the address cannot be bound (busy port, unknown host, no permission for a low port).
+        """
+        prepare_for_threads()
+        bound = threading.Event()
+        failed: list[Exception] = []
+
+        def serve() -> None:
+            loop = self.loop = asyncio.new_event_loop()
+            try:
+                loop.run_until_complete(self._bind(app))
+            except Exception as exc:  # raised again in the caller's thread
+                failed.append(exc)
+            bound.set()
+            if not failed:
+                loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name=self.name, daemon=True)
+        self._thread.start()
+        bound.wait()
+        if failed:
+            exc = failed[0]
+            if not isinstance(exc, OSError):
+                raise exc
+            reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or exc)
+            raise ConfigError(
+                f"cannot listen on {self.host}:{self.port} ({reason}); choose another --port/--host "
+                "or stop what is listening there"
+            ) from exc
+
+    def stop(self) -> None:
+        """Stop listening and cut every open connection, as a process that dies would; in-flight handlers end."""
+        loop, thread = self.loop, self._thread
+        if loop is None or thread is None or not thread.is_alive():
             return
-        super().handle_error(request, client_address)
+        with contextlib.suppress(Exception):  # a loop already stopping
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=10)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+
+    async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a thread of its own, awaited on the server's loop: for work that may block."""
+        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on the server's loop (at once when called there): loop objects are not thread-safe."""
+        loop = self.loop
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread
+            here = None
+        if loop is None or here is loop:
+            fn()
+            return
+        with contextlib.suppress(RuntimeError):  # closed: nothing waits any more
+            loop.call_soon_threadsafe(fn)
+
+    async def _bind(self, app: web.Application) -> None:
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=BACKLOG, reuse_address=True)
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            raise
+        self.port = self._runner.addresses[0][1]
+
+    async def _shutdown(self) -> None:
+        assert self._runner is not None
+        for site in list(self._runner.sites):
+            await site.stop()
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in others:  # every connection and handler: cut, as a dying process would
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        await self._runner.cleanup()
 
 
 class JSONServer:
@@ -103,19 +202,12 @@ class JSONServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, faults: FaultInjector | None = None) -> None:
         self.faults = faults
         """Draws this server's faults (None: none)."""
-        try:
-            self._httpd = _ThreadingServer((host, port), self._handler_class())
-        except OSError as exc:  # busy port, unknown host, no permission for a low port
-            raise ConfigError(
-                f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port/--host "
-                "or stop what is listening there"
-            ) from exc
-        self._thread: threading.Thread | None = None
+        self.app_thread = AppThread(self.name, host, port)
 
-    def get_routes(self) -> dict[str, Callable[[], Reply]]:
+    def get_routes(self) -> dict[str, Route]:
         return {}
 
-    def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
+    def post_routes(self) -> dict[str, Route]:
         return {}
 
     def fault_report(self) -> Reply:
@@ -132,17 +224,30 @@ class JSONServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        """The server's address; the bound port once started."""
+        return self.app_thread.url
 
     def start(self):
-        prepare_for_threads()
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name=self.name, daemon=True)
-        self._thread.start()
+        """Bind and serve from a background thread; returns ``self``.
+
+        Raises:
+            ConfigError: the address cannot be bound.
+        """
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        gets = {**self.get_routes(), "/faults": self.fault_report}
+        app.add_routes([web.get(path, self._get_handler(route)) for path, route in gets.items()])
+        app.add_routes([web.post(path, self._post_handler(route)) for path, route in self.post_routes().items()])
+        app.add_routes([web.route("*", "/{tail:.*}", self._no_route)])  # a JSON 404, for any method
+        self.app_thread.start(app)
         return self
 
     def serve_forever(self) -> None:
-        self._httpd.serve_forever()
+        """Start and serve in the foreground until the process ends (a script whose process is the server)."""
+        self.start()
+        try:
+            threading.Event().wait()
+        finally:
+            self.stop()
 
     def serve_until_interrupted(self) -> None:
         """Serve (already started) until Ctrl-C or SIGTERM's KeyboardInterrupt, then stop: a command's main loop."""
@@ -155,9 +260,7 @@ class JSONServer:
 
     def stop(self) -> None:
         """Stop listening and cut every open connection, as a process that dies would."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._httpd.cut_connections()
+        self.app_thread.stop()
 
     def __enter__(self):
         return self.start()
@@ -165,59 +268,45 @@ class JSONServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    async def _no_route(self, request: web.Request) -> web.StreamResponse:
+        return json_response(404, {"error": {"message": f"no route {request.path}"}})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def _get_handler(self, route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._answer(request, route)
 
-            def log_message(self, fmt: str, *args: Any) -> None:
-                logger.debug(f"{server.name}: " + fmt, *args)
+        return handle
 
-            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+    def _post_handler(self, route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            fault = self.transport_fault(request.path)
+            if fault is not None and fault.kind is FaultKind.REFUSE:
+                drop_connection(request)  # before reading the body
+                return web.Response()  # never sent: the connection is gone
+            try:
+                body = json.loads(await request.read() or b"{}")
+            except ValueError:  # JSONDecodeError, UnicodeDecodeError
+                return json_response(400, {"error": {"message": "body is not JSON"}})
+            except ConnectionError as exc:  # the client went away mid-body
+                logger.debug("%s: client went away during %s: %s", self.name, request.path, exc)
+                return web.Response()
+            return await self._answer(request, route, body, dict(request.headers), fault=fault)
 
-            def _dispatch(self, route: Callable[..., Reply] | None, *args: Any, fault: FaultRule | None = None) -> None:
-                if route is None:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                early = early_reply(fault) if fault is not None else None
-                if early is not None:
-                    self._send(*early)
-                    return
-                try:
-                    status, payload = route(*args)
-                except Exception as exc:
-                    logger.exception("%s: handler for %s failed", server.name, self.path)
-                    status, payload = 500, {"error": {"message": f"{type(exc).__name__}: {exc}"}}
-                if fault is not None and fault.kind in (FaultKind.RESET, FaultKind.INVALID_JSON):
-                    send_cut(self, status, payload, reset=fault.kind is FaultKind.RESET)
-                    return
-                self._send(status, payload)
+        return handle
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-                path = self.path.split("?", 1)[0]  # routes ignore query strings
-                self._dispatch({**server.get_routes(), "/faults": server.fault_report}.get(path))
-
-            def do_POST(self) -> None:  # noqa: N802
-                path = self.path.split("?", 1)[0]
-                fault = server.transport_fault(path)
-                if fault is not None and fault.kind is FaultKind.REFUSE:
-                    drop_connection(self)  # before reading the body
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except (json.JSONDecodeError, ValueError):
-                    self._send(400, {"error": {"message": "body is not JSON"}})
-                    return
-                self._dispatch(server.post_routes().get(path), body, dict(self.headers), fault=fault)
-
-        return Handler
+    async def _answer(
+        self, request: web.Request, route: Route, *args: Any, fault: FaultRule | None = None
+    ) -> web.StreamResponse:
+        early = await early_reply(fault) if fault is not None else None
+        if early is not None:
+            return json_response(*early)
+        try:
+            reply = route(*args)
+            status, payload = await reply if inspect.isawaitable(reply) else reply
+        except Exception as exc:
+            logger.exception("%s: handler for %s failed", self.name, request.path)
+            status, payload = 500, {"error": {"message": f"{type(exc).__name__}: {exc}"}}
+        logger.debug("%s: %s %s -> %d", self.name, request.method, request.path, status)
+        if fault is not None and fault.kind in (FaultKind.RESET, FaultKind.INVALID_JSON):
+            return await send_cut(request, status, payload, reset=fault.kind is FaultKind.RESET)
+        return json_response(status, payload)

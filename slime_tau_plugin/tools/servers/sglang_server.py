@@ -43,26 +43,34 @@ token unless ``include_stop_str_in_output`` while ``token_ids`` and the log-prob
 
 What the "model" says comes from a :class:`FakeModel` (``fake_models.py``): token ids in, token ids
 out. Log-probs are a deterministic function of (token id, position), so tests can check that the
-client stored them in the right places. ``latency_s`` is waited per request on the request's own
-event, so an abort ends the wait at once. A ``faults`` injector (``faults.py``) breaks requests on purpose:
-the HTTP exchange in ``http_base.py``, the output here through ``fault_injection.py``; ``GET /faults``
-counts them.
+client stored them in the right places. The fake model runs in a worker thread (the oracle waits there
+for its task index); ``latency_s`` is waited on the server's event loop on the request's own event, so an
+abort ends the wait at once and other requests go on meanwhile. A ``faults`` injector (``faults/spec.py``)
+breaks requests on purpose: the HTTP exchange in ``http_base.py``, the output here through
+``fault_injection.py``; ``GET /faults`` counts them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import threading
 import time
 import uuid
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from slime_tau_plugin.tools.faults.spec import MODEL_KINDS, FaultInjector, FaultKind, FaultRule
-from slime_tau_plugin.tools.servers.completions_wire import completion_body, openai_error
+from slime_tau_plugin.tools.servers.completions_wire import (
+    ABORT_FINISH,
+    completion_body,
+    input_ids_error,
+    openai_error,
+    validation_error,
+)
 from slime_tau_plugin.tools.servers.fault_injection import (
     ServerFaultError,
     after_render,
@@ -72,9 +80,6 @@ from slime_tau_plugin.tools.servers.fault_injection import (
 from slime_tau_plugin.tools.servers.http_base import JSONServer, Reply, RequestLog
 
 __all__ = ["ABORT_FINISH", "FakeModel", "ModelOutput", "SGLangServer", "ServerFaultError", "fake_logprob"]
-
-ABORT_FINISH = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
-"""SGLang's ``FINISH_ABORT().to_json()``: what an aborted request reports."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,35 +114,13 @@ class _InFlight:
 
     rid: str
     prompt_tokens: int
-    aborted: threading.Event = field(default_factory=threading.Event)
-    """Set by ``/abort_request``; the latency wait returns as soon as it is set."""
+    aborted: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by ``/abort_request`` (on the server's loop); the latency wait returns as soon as it is set."""
 
 
 def fake_logprob(token_id: int, position: int) -> float:
     """Deterministic, position-dependent log-prob in (-1, 0): misplaced log-probs are detectable."""
     return -(((token_id * 31 + position * 17) % 997) + 1) / 1000.0
-
-
-def input_ids_error(input_ids: Any) -> str | None:
-    """Why SGLang's request validation would refuse ``input_ids`` (a flat list of int64), or None."""
-    if not isinstance(input_ids, list):
-        return f"must be list or null; got {type(input_ids).__name__}"
-    if input_ids and isinstance(input_ids[0], list):
-        return "batched input_ids (a list of lists) are not supported by this server"
-    if input_ids and not isinstance(input_ids[0], int):
-        return f"elements must be int; got {type(input_ids[0]).__name__}"
-    try:
-        array("q", input_ids)  # C-speed check of every element, as SGLang's validator does
-    except (TypeError, OverflowError) as exc:
-        return f"contains non-int64 element: {exc}"
-    return None
-
-
-def validation_error(field_name: str, reason: str) -> Reply:
-    """SGLang's 400 body for a request that fails validation (its ``ErrorResponse``)."""
-    error = f"{{'type': 'value_error', 'loc': ('body', {field_name!r}), 'msg': 'Value error, {reason}'}}"
-    message = f"1 validation error:\n  {error}"
-    return 400, {"object": "error", "message": message, "type": "Bad Request", "param": None, "code": 400}
 
 
 class SGLangServer(JSONServer):
@@ -177,7 +160,7 @@ class SGLangServer(JSONServer):
     @property
     def worker_url(self) -> str:
         """The URL ``/workers`` lists: ``url``, with a wildcard bind address replaced by the host name."""
-        host, port = self._httpd.server_address[:2]
+        host, port = self.app_thread.host, self.app_thread.port
         if host in ("0.0.0.0", "::", ""):
             host = socket.gethostname()
         return f"http://{host}:{port}"
@@ -283,12 +266,12 @@ class SGLangServer(JSONServer):
         with self._lock:
             hits = [r for r in self._running if abort_all or r.rid.startswith(rid)]
         for request in hits:
-            request.aborted.set()
+            self.app_thread.call_soon(request.aborted.set)
         return len(hits)
 
     # --- generation ------------------------------------------------------------------------------
 
-    def handle_generate(self, body: Any, headers: dict[str, str] | None = None) -> Reply:
+    async def handle_generate(self, body: Any, headers: dict[str, str] | None = None) -> Reply:
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(dict(headers or {}))
@@ -304,7 +287,7 @@ class SGLangServer(JSONServer):
         max_new = params.get("max_new_tokens")
         if max_new is not None and len(input_ids) + int(max_new) > self.context_len:
             return 400, {"error": {"message": context_length_message(self.context_len, len(input_ids), int(max_new))}}
-        generated = self._generate(str(body.get("rid") or f"req-{number}"), input_ids, params, max_new)
+        generated = await self._generate(str(body.get("rid") or f"req-{number}"), input_ids, params, max_new)
         if not isinstance(generated, _Generated):
             return generated
         ids = generated.ids
@@ -319,7 +302,7 @@ class SGLangServer(JSONServer):
         }
         return 200, after_render(generated.fault, {"text": self.decode(ids), "output_ids": ids, "meta_info": meta})
 
-    def handle_completions(self, body: Any, headers: dict[str, str] | None = None) -> Reply:
+    async def handle_completions(self, body: Any, headers: dict[str, str] | None = None) -> Reply:
         """vLLM's ``/v1/completions`` for a token-id prompt, played by the same fake model."""
         with self._lock:
             self.completion_requests.append(body)
@@ -343,7 +326,7 @@ class SGLangServer(JSONServer):
                 "max_tokens",
             )
         params = {"max_new_tokens": max_tokens, **{k: body[k] for k in ("temperature", "top_p", "top_k") if k in body}}
-        generated = self._generate(f"cmpl-{number}", prompt, params, max_tokens)
+        generated = await self._generate(f"cmpl-{number}", prompt, params, max_tokens)
         if not isinstance(generated, _Generated):
             return generated
         ids = generated.ids
@@ -363,7 +346,9 @@ class SGLangServer(JSONServer):
             ),
         )
 
-    def _generate(self, rid: str, input_ids: list[int], params: dict[str, Any], max_new: Any) -> _Generated | Reply:
+    async def _generate(
+        self, rid: str, input_ids: list[int], params: dict[str, Any], max_new: Any
+    ) -> _Generated | Reply:
         """Run the fake model as one in-flight (abortable) request; apply the token limit and an abort."""
         request = _InFlight(rid, len(input_ids))
         fault = self.faults.draw(MODEL_KINDS) if self.faults is not None else None
@@ -371,13 +356,14 @@ class SGLangServer(JSONServer):
             self._running.add(request)
         try:
             try:
-                out = self.policy.generate(input_ids, params)
+                out = await self.app_thread.run_blocking(self.policy.generate, input_ids, params)
                 if fault is not None:
                     out = model_fault(fault, out, self.policy, self.context_len, len(input_ids))
-            except ServerFaultError as fault:
-                return fault.status, {"error": {"message": str(fault)}}
+            except ServerFaultError as exc:
+                return exc.status, {"error": {"message": str(exc)}}
             if self.latency_s:
-                request.aborted.wait(self.latency_s)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(request.aborted.wait(), self.latency_s)
             if fault is not None and fault.kind is FaultKind.ABORT_ALL:  # once its own work is done, like slime's
                 self.abort(abort_all=True)
         finally:
