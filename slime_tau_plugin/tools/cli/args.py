@@ -1,11 +1,10 @@
-"""Argument helpers shared by the ``slime-tau`` subcommands: task flags, value checks, the help format."""
+"""Argument helpers shared by the ``slime-tau`` subcommands: value checks for flags that are no config key, the
+help format. (``rollout``'s flags that set a ``TauConfig`` key are generated from its fields: ``flag_names``.)"""
 
 from __future__ import annotations
 
 import argparse
 from typing import NoReturn
-
-from slime_tau_plugin.engine.envs import BENCHMARKS
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,12 +28,6 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is False and action.nargs == 0:
             return f"{text} (default: off)"
         return super()._get_help_string(action)
-
-
-def add_task_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", default="tau2", choices=sorted(BENCHMARKS), help="τ version: tau2 or tau1")
-    p.add_argument("--domain", default="retail", help="airline, retail or telecom (τ² only)")
-    p.add_argument("--split", default="train", help="task split, e.g. train, test, base")
 
 
 def positive_int(text: str) -> int:

@@ -1,22 +1,41 @@
-"""``tau_*`` config names in messages, rewritten as the ``rollout`` flags a CLI user typed.
+"""``rollout``'s flags that set a ``TauConfig`` key, generated from the model's fields: one place per key.
 
-``TauConfig`` and the policy/user clients speak slime YAML (``tau_user_model``) because that is what a
-training run sets; a ``slime-tau rollout`` user set ``--user-model`` and should read that name. Keys with
-no flag stay as they are.
+Each flag is ``--`` + the field name with dashes; its type check, choices, default and help are the field's
+(``engine/config.py``), so a value the config would refuse is refused by argparse in one line naming the
+flag. The CLI knows which flag fed which field (:func:`cli_key`), so ``TauConfig.from_values`` names the
+flag in its errors. Two keys keep a flag of their own, written in ``rollout.py`` because their defaults are
+the CLI's (``--tokenizer``, ``--sglang-url``). What the engine writes while a run plays (log lines, a
+sample's error) still names the YAML key: :func:`in_cli_terms` shows those with the flag.
 """
 
 from __future__ import annotations
 
+import argparse
+import enum
 import re
+from typing import Any
 
-USER_AND_REWARD_FLAGS = (
-    "policy_api",
-    "policy_model",
-    "user",
-    "user_base_url",
-    "user_model",
-    "user_api_key_env",
-    "user_temperature",
+from slime_tau_plugin.engine.config import TauConfig, coerce_field
+from slime_tau_plugin.engine.config_fields import choices, tau_key, value_type
+from slime_tau_plugin.engine.errors import ConfigError
+
+TASK_FLAGS = ("benchmark", "domain", "split")
+POLICY_FLAGS = ("policy_api", "policy_model", "tool_call_parser", "reasoning_parser")
+BUDGET_FLAGS = ("max_context_len", "max_turns")
+TERMINATION_FLAGS = ("max_errors", "max_steps", "agent_error_rule")
+"""τ's own ending rules (``limits.EpisodeLimits``); unset, each is the benchmark's default (``TauConfig.limits``)."""
+RELIABILITY_FLAGS = (
+    "outage_tolerance_s",
+    "retry_budget",
+    "policy_max_inflight",
+    "user_max_inflight",
+    "episode_timeout_s",
+)
+"""Outages, retries, in-flight bounds and the episode deadline (``endpoints.py``)."""
+USER_FLAGS = ("user",)
+LLM_USER_FLAGS = ("user_base_url", "user_model", "user_api_key_env", "user_temperature")
+"""For ``--user llm`` only: unset by default, so ``check_flags`` can refuse one given without it."""
+REWARD_FLAGS = (
     "reward_mode",
     "nl_assertions",
     "judge_base_url",
@@ -25,46 +44,82 @@ USER_AND_REWARD_FLAGS = (
     "judge_timeout_s",
     "judge_retries",
 )
-"""``rollout`` flags passed to ``TauConfig`` unchanged (same names)."""
-
-TERMINATION_FLAGS = ("max_errors", "max_steps", "agent_error_rule")
-"""``rollout`` flags for τ's own ending rules (``limits.EpisodeLimits``), passed to ``TauConfig`` unchanged;
-unset, each is the benchmark's default (``TauConfig.limits``)."""
-
-RELIABILITY_FLAGS = (
-    "outage_tolerance_s",
-    "retry_budget",
-    "policy_max_inflight",
-    "user_max_inflight",
-    "episode_timeout_s",
+CONFIG_FLAGS = (
+    *TASK_FLAGS,
+    *POLICY_FLAGS,
+    *BUDGET_FLAGS,
+    *TERMINATION_FLAGS,
+    *RELIABILITY_FLAGS,
+    *USER_FLAGS,
+    *LLM_USER_FLAGS,
+    *REWARD_FLAGS,
 )
-"""``rollout`` flags for outages, retries, in-flight bounds and the episode deadline (``endpoints.py``), passed to
-``TauConfig`` unchanged; unset, each is ``TauConfig``'s default."""
+"""Every ``TauConfig`` field with a generated ``rollout`` flag of the same name."""
 
 FLAG_OF = {
     "tokenizer_path": "--tokenizer",
     "policy_url": "--sglang-url",
-    **{
-        name: "--" + name.replace("_", "-")
-        for name in (
-            "benchmark",
-            "domain",
-            "split",
-            "max_context_len",
-            "max_turns",
-            "tool_call_parser",
-            "reasoning_parser",
-            *USER_AND_REWARD_FLAGS,
-            *TERMINATION_FLAGS,
-            *RELIABILITY_FLAGS,
-        )
-    },
+    **{name: "--" + name.replace("_", "-") for name in CONFIG_FLAGS},
 }
 """``TauConfig`` field → the ``rollout`` flag that sets it."""
+
+DEFAULT_TEXT = {"user_base_url": "a built-in scripted chat server"}
+"""Where the CLI's unset differs from the config's: what it does instead (shown in ``--help``)."""
+
+
+def cli_key(name: str) -> str:
+    """How a CLI message names field ``name``: its flag, else its YAML key (``tau_<name>``)."""
+    return FLAG_OF.get(name) or tau_key(name)
+
+
+def add_config_flags(parser: Any, names: tuple[str, ...], *, unset: bool = False) -> None:
+    """Add one flag per ``TauConfig`` field in ``names`` to ``parser`` (a parser or an argument group).
+
+    ``unset``: the flags default to None (the config's default applies), not to the config's default value.
+    """
+    for name in names:
+        field = TauConfig.model_fields[name]
+        kind, _ = value_type(field)
+        default = None if unset or field.default is None else field.default
+        default = default.value if isinstance(default, enum.Enum) else default
+        text = field.description or ""
+        if "(default:" not in text and default is None:
+            shown = DEFAULT_TEXT.get(name, field.default)
+            shown = "none" if shown is None else shown.value if isinstance(shown, enum.Enum) else shown
+            text = f"{text} (default: {shown})"
+        options = choices(field)
+        parser.add_argument(
+            FLAG_OF[name],
+            dest=name,
+            default=default,
+            choices=options,
+            type=None if options is not None or kind is str else _flag_type(name),
+            metavar="N" if kind is int else "S" if name.endswith("_s") else None,
+            help=text,
+        )
+
+
+def config_values(ns: argparse.Namespace) -> dict[str, Any]:
+    """The ``TauConfig`` values the generated flags hold (unset ones left to the config's defaults)."""
+    return {name: getattr(ns, name) for name in CONFIG_FLAGS if getattr(ns, name) is not None}
+
+
+def _flag_type(name: str) -> Any:
+    """argparse ``type=`` for field ``name``: the config's own type and range check, as a one-line usage error."""
+
+    def parse(text: str) -> Any:
+        try:
+            return coerce_field(name, text, key="")
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
 
 _KEY = re.compile(r"\btau_([a-z0-9_]+)\b")
 
 
 def in_cli_terms(text: str) -> str:
-    """``text`` with every ``tau_<field>`` that has a rollout flag replaced by that flag."""
+    """A run-time message from the engine (log line, sample error) with each ``tau_<field>`` that has a rollout
+    flag shown as that flag; configuration errors need no rewriting (:func:`cli_key` names the flag)."""
     return _KEY.sub(lambda m: FLAG_OF.get(m[1], m[0]), text)

