@@ -108,7 +108,7 @@ class LLMUser:
         """Sent with every request as OpenAI's ``seed``: the episode's ``sampling_seed`` (CLI ``--seed``)."""
         self.blocking = blocking
         self.client = client
-        self.tools = session.user_tools or None
+        self.tools = list(session.user_tools) or None
         # The user's own view: it is the "assistant", the agent is its "user".
         self.history: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt},

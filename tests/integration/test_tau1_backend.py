@@ -75,7 +75,7 @@ def test_tools_policy_and_version_are_v1s(backend: Tau1Backend) -> None:
         session = backend.open(ref(domain, backend.splits(domain)[0]))
         assert session.tools == env.tools_info
         assert session.agent_system_prompt == env.wiki
-        assert session.user_tools == []
+        assert session.user_tools == ()
     assert backend.package_version() == {"tau_package": "tau-bench", "tau_version": "0.1.0"}
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.engine.agent import TrainableToolCallingAgent
+import slime_tau_plugin
+from slime_tau_plugin.engine.agent import TrainableAgentMixin, TrainableToolCallingAgent
 from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.envs.base import EnvToolCall, GoldAction, TaskRef
+from slime_tau_plugin.engine.envs.base import EnvSession, EnvToolCall, GoldAction, TaskRef
 from slime_tau_plugin.engine.episode import EpisodeCounters, EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.episode import TerminationReason as Reason
 from slime_tau_plugin.engine.errors import (
@@ -29,6 +30,7 @@ from slime_tau_plugin.engine.errors import (
     PolicyProtocolError,
 )
 from slime_tau_plugin.engine.policy import FinishReason
+from slime_tau_plugin.engine.runner import EpisodeEngine
 from slime_tau_plugin.engine.trajectory import Trajectory
 from slime_tau_plugin.engine.users import ScriptedUser
 from tests.conftest import require_sglang_parsers
@@ -492,3 +494,15 @@ def test_policy_failure_is_policy_error(error) -> None:
     run.assert_outcome(Reason.POLICY_ERROR, SampleStatus.FAILED, EpisodeCounters(tool_calls=1), 0.0)
     assert run.result.error == f"{type(error).__name__}: {error}"
     assert run.result.num_turns == 1 and run.session.reward_calls == []
+
+
+# --- names ------------------------------------------------------------------------------------------
+
+
+def test_the_published_engine_name_is_the_engine_itself() -> None:
+    assert TrainableAgentMixin is EpisodeEngine is slime_tau_plugin.TrainableAgentMixin
+    assert issubclass(TrainableToolCallingAgent, TrainableAgentMixin)
+
+
+def test_a_session_without_user_tools_shares_no_mutable_default() -> None:
+    assert EnvSession.user_tools == () and isinstance(EnvSession.user_tools, tuple)

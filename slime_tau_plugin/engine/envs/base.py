@@ -8,6 +8,7 @@ their τ package lazily, so this package imports without any τ installed.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -99,7 +100,7 @@ class EnvSession(ABC):
     """Agent tools as OpenAI function schemas."""
     agent_system_prompt: str
     """τ's domain rules for the agent (τ²'s policy, v1's wiki): the agent's system prompt."""
-    user_tools: list[dict[str, Any]] = []
+    user_tools: Sequence[dict[str, Any]] = ()
     """Tools the simulated user can run (τ² telecom's device tools); empty elsewhere."""
     user_stop_markers: tuple[str, ...] = (STOP_MARKER,)
     """Text that ends the episode when the simulated user says it (τ² also has transfer/out-of-scope)."""
