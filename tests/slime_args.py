@@ -23,6 +23,5 @@ def slime_args(server: Any, tokenizer_dir: str, **extra: Any) -> SimpleNamespace
         rollout_max_response_len=None,
         partial_rollout=False,
         tau_record_messages=True,
-        tau_scripted_user_ticket=True,  # the built-in oracle recognises a task by the scripted user's ticket line
     )
     return SimpleNamespace(**{**base, **extra})

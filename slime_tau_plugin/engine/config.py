@@ -90,9 +90,6 @@ class TauConfig:
     user_temperature: float = 0.0
     scripted_user_replies: int = 0
     """How many times the scripted user answers an agent message before it stops the episode."""
-    scripted_user_ticket: bool = False
-    """The scripted user's opening names the task id (``(Ticket: ID)``): only the built-in oracle policy
-    needs it (the CLI turns it on when it starts that server); never on for training prompts."""
     max_turns: int = 30
     """Model turns per episode before TRUNCATED (``max_turns``); 30 is τ-bench v1's own ``max_num_steps``."""
     max_errors: int | None = None

@@ -185,12 +185,12 @@ def _check_trajectory(traj: Trajectory, requests: list[PolicyRequest]) -> None:
 
 
 def test_user_stop_after_the_task_is_done_earns_the_reward() -> None:
-    run = play([CANCEL_1, DONE], scripted_user_ticket=True)
+    run = play([CANCEL_1, DONE])
     run.assert_outcome(Reason.USER_STOP, SampleStatus.COMPLETED, EpisodeCounters(tool_calls=1), 1.0)
     assert run.result.reward_info == {"db": 1.0, "scored": True}
     assert run.session.steps == [EnvToolCall("cancel_order", {"order_id": "#1"}, "call-1-0")]
     assert run.session.reward_calls == [Reason.USER_STOP]
-    opening = f"{FAKE_INSTRUCTION}\n\n(Ticket: fake-0)"
+    opening = FAKE_INSTRUCTION
     assert run.session.recorded == [("user", opening), ("assistant", DONE)]
     assert [m["role"] for m in run.result.messages] == ["system", "user", "assistant", "tool", "assistant"]
     assert run.result.messages[1]["content"] == opening
@@ -198,7 +198,7 @@ def test_user_stop_after_the_task_is_done_earns_the_reward() -> None:
     assert run.trajectory.segments[-1].is_trainable, "the stopped episode ends on the model's turn"
 
 
-def test_the_ticket_line_stays_out_of_the_prompt_unless_asked_for() -> None:
+def test_the_scripted_user_opens_with_the_bare_instruction() -> None:
     run = play([CANCEL_1, DONE])
     assert run.session.recorded[0] == ("user", FAKE_INSTRUCTION)
     assert run.result.messages[1]["content"] == FAKE_INSTRUCTION

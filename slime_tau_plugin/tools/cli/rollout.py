@@ -242,8 +242,6 @@ def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any)
         tool_call_parser=ns.tool_call_parser,
         reasoning_parser=ns.reasoning_parser,
         record_messages=True,
-        # the built-in oracle recognises a task by the scripted user's ticket line; no other policy reads it
-        scripted_user_ticket=ns.sglang_url is None and (ns.policy or "oracle") == "oracle",
         **(flags | {k: v for k, v in endpoints.items() if v is not None}),
     )
 
