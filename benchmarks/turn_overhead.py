@@ -30,9 +30,7 @@ def record(tokenizer_dir: str, n_tasks: int):
     refs = backend.task_refs("retail", "train")[:n_tasks]
     tokenizer = load_tokenizer(tokenizer_dir)
     with SGLangServer(OracleModel(tokenizer, [backend.script(r) for r in refs])) as server:
-        config = TauConfig(
-            tokenizer_path=tokenizer_dir, policy_url=server.url, record_messages=True, scripted_user_ticket=True
-        )
+        config = TauConfig(tokenizer_path=tokenizer_dir, policy_url=server.url, record_messages=True)
         episodes = [Episode(i, ref, 0) for i, ref in enumerate(refs)]
         batch = asyncio.run(play(config, episodes, concurrency=8, sampling_params={"max_new_tokens": 2048}))
         return tokenizer, batch.samples

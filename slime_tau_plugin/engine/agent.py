@@ -4,7 +4,7 @@ The engine itself is :class:`engine.EpisodeEngine` (the loop) over :class:`resou
 (what a process shares) and an injected policy. These names are what the project's users were promised;
 they are thin layers over that core, kept so code written against them keeps working:
 
-- ``TrainableAgentMixin`` is the engine class under its published name (episodes that train a policy).
+- ``TrainableAgentMixin`` is ``EpisodeEngine`` itself under its published name (an alias, not a subclass).
 - ``TrainableToolCallingAgent(config, policy, tokenizer, backend)`` binds a policy to freshly built
   resources (no cache): the shape tests and scripts use to run the engine on their own collaborators.
 - ``agent_factory(config)`` builds one from config alone.
@@ -25,11 +25,12 @@ from slime_tau_plugin.engine.runner import AbortCheck, EpisodeEngine
 __all__ = ["AbortCheck", "TrainableAgentMixin", "TrainableToolCallingAgent", "agent_factory"]
 
 
-class TrainableAgentMixin(EpisodeEngine):
-    """The episode engine under its public name: ``run_episode(task, sampling_params, ...)``."""
+TrainableAgentMixin = EpisodeEngine
+"""The published name of :class:`runner.EpisodeEngine` (``run_episode(task, sampling_params, ...)``): the same
+class, not a subclass, so ``isinstance`` and subclassing mean one thing under either name."""
 
 
-class TrainableToolCallingAgent(TrainableAgentMixin):
+class TrainableToolCallingAgent(EpisodeEngine):
     """A tool-calling agent bound to one policy, tokenizer and τ backend."""
 
     def __init__(

@@ -52,11 +52,6 @@ class TauKeys(BaseModel):
     scripted_user_replies: int = setting(
         0, "how many times the scripted user answers an agent message before it stops the episode", ge=0
     )
-    scripted_user_ticket: bool = setting(
-        False,
-        "the scripted user's opening names the task id ((Ticket: ID)): only the built-in oracle policy needs it "
-        "(the CLI turns it on when it starts that server); never on for training prompts",
-    )
     max_turns: int = setting(30, "model turns before TRUNCATED (30 is τ-bench v1's own max_num_steps)", ge=1)
     max_errors: int | None = setting(
         None,

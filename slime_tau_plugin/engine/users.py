@@ -6,8 +6,9 @@ time, and thousands of them must wait together on slime's one event loop. Enviro
 (τ² telecom's device tools) go through the ``blocking`` runner the episode engine hands them.
 
 - ``ScriptedUser`` needs no LLM: it states the task's instruction, carries out the task's user-side
-  reference actions when the agent writes to it, answers a fixed number of times, then stops. It makes
-  CPU runs and tests deterministic; it is not a realistic customer.
+  reference actions when the agent writes to it (and any read-only check of its phone the agent names),
+  answers a fixed number of times, then stops. It makes CPU runs and tests deterministic; it is not a
+  realistic customer.
 - ``LLMUser`` is τ's user simulator on any OpenAI-compatible endpoint: τ's own system prompt for the
   task (``EnvSession.user_system_prompt``), roles flipped (the agent speaks as ``user``), user tools
   run against the episode's environment, τ's stop markers end the episode.
@@ -16,6 +17,7 @@ time, and thousands of them must wait together on slime's one event loop. Enviro
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,7 +26,7 @@ from slime_tau_plugin.engine.chat_client import ChatClient
 from slime_tau_plugin.engine.choices import UserKind
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings, guard_for
-from slime_tau_plugin.engine.envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult, TaskScript
+from slime_tau_plugin.engine.envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult
 from slime_tau_plugin.engine.errors import ConfigError, UserSimulatorError
 
 MAX_USER_TOOL_ROUNDS = 10
@@ -54,47 +56,54 @@ class UserSimulator(Protocol):
         """Answer one agent message."""
 
 
-def scripted_opening(script: TaskScript, *, names_ticket: bool = True) -> str:
-    """The scripted user's first message: the task's instruction and, with ``names_ticket``, its ticket id.
-
-    Only the built-in oracle policy reads the ticket line (``servers.fake_models.ScriptIndex``: tasks with
-    the same instruction stay distinguishable), so it is off unless ``tau_scripted_user_ticket`` is set:
-    a training prompt never carries it.
-    """
-    if not (names_ticket and script.task_id):
-        return script.user_instructions
-    return f"{script.user_instructions}\n\n(Ticket: {script.task_id})"
-
-
 class ScriptedUser:
-    """Deterministic user: instruction first, then user-side gold actions, then ``max_replies`` answers."""
+    """Deterministic user: instruction first, then user-side gold actions, then ``max_replies`` answers.
+
+    Like τ's user, who grounds what it says about its device on tool results, it runs a read-only check
+    of its own (``check_sim_status``) when the agent's message names one (that is not its next action),
+    and says what it showed: the only way an agent can tell apart tasks that differ on the phone alone.
+    """
 
     CONTINUE = "Yes, please go ahead and complete everything I asked for with the details I gave you."
 
-    def __init__(
-        self, session: EnvSession, blocking: Blocking, max_replies: int = 0, *, names_ticket: bool = False
-    ) -> None:
+    def __init__(self, session: EnvSession, blocking: Blocking, max_replies: int = 0) -> None:
         self.session = session
-        self.names_ticket = names_ticket
         self.blocking = blocking
         self.max_replies = max_replies
         self._replies = 0
         self._pending = [a for a in session.script.gold_actions if a.requestor == "user"]
 
     async def opening(self) -> str:
-        return scripted_opening(self.session.script, names_ticket=self.names_ticket)
+        return self.session.script.user_instructions
 
     async def reply(self, agent_message: str) -> UserTurn:
+        check = self._named_check(agent_message)
+        if check is not None:
+            return await self._run(check, {}, f"user-check-{len(self._pending)}")
         if self._pending:
             action = self._pending.pop(0)
-            call = EnvToolCall(action.name, dict(action.arguments), f"user-{len(self._pending)}")
-            result = await self.blocking(self.session.user_step, call)
-            text = f"I did {action.name} as you asked. Result: {result.content}"
-            return UserTurn(text, tool_rounds=1, tool_errors=int(result.is_error))
+            return await self._run(action.name, dict(action.arguments), f"user-{len(self._pending)}")
         if self._replies < self.max_replies:
             self._replies += 1
             return UserTurn(self.CONTINUE)
         return UserTurn(STOP_MARKER, is_stop=True)
+
+    async def _run(self, name: str, arguments: dict[str, Any], call_id: str) -> UserTurn:
+        result = await self.blocking(self.session.user_step, EnvToolCall(name, arguments, call_id))
+        text = f"I did {name} as you asked. Result: {result.content}"
+        return UserTurn(text, tool_rounds=1, tool_errors=int(result.is_error))
+
+    def _named_check(self, agent_message: str) -> str | None:
+        """The first read-only, argument-free user tool ``agent_message`` names, unless it is the next action."""
+        following = self._pending[0].name if self._pending else None
+        for tool in self.session.user_tools:
+            function = tool.get("function") or {}
+            name = function.get("name") or ""
+            if not name or name == following or (function.get("parameters") or {}).get("required"):
+                continue
+            if re.search(rf"\b{re.escape(name)}\b", agent_message) and self.session.is_read_only(name, by_user=True):
+                return name
+        return None
 
 
 class LLMUser:
@@ -108,7 +117,7 @@ class LLMUser:
         """Sent with every request as OpenAI's ``seed``: the episode's ``sampling_seed`` (CLI ``--seed``)."""
         self.blocking = blocking
         self.client = client
-        self.tools = session.user_tools or None
+        self.tools = list(session.user_tools) or None
         # The user's own view: it is the "assistant", the agent is its "user".
         self.history: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt},
@@ -160,7 +169,7 @@ class LLMUser:
 async def _scripted(
     config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None, seed: int | None = None
 ) -> UserSimulator:
-    return ScriptedUser(session, blocking, config.scripted_user_replies, names_ticket=config.scripted_user_ticket)
+    return ScriptedUser(session, blocking, config.scripted_user_replies)
 
 
 async def _llm(

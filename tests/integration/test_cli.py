@@ -135,9 +135,17 @@ def test_rollout_rejects_an_llm_user_flag_set_that_cannot_work(capsys):
 
 
 def test_scripted_telecom_oracle_scores_every_task(tau2_backend, qwen25_dir, tmp_path):
-    """Telecom tasks share instructions; the scripted user's ticket line keeps them apart for the oracle."""
+    """Telecom tasks share instructions: the oracle tells them apart by what the tools and the user answer.
+
+    Two tasks cannot be told apart by any agent: a SIM locked by PIN hides behind an unseated SIM (every
+    read-only check answers the same as for the task without the lock), the locked task wants a transfer
+    at once and the other the fixes, and a scripted user with nothing left to do ends the episode.
+    """
     out = tmp_path / "telecom"
     argv = ["rollout", "--tokenizer", qwen25_dir, "--domain", "telecom", "--split", "train", "--out", str(out)]
     assert main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())["domains"]["tau2/telecom"]
-    assert summary["samples"] == 74 and summary["pass^1"] == 1.0
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    failed = [row["metadata"]["task_id"] for row in rows if row["reward"] != 1.0]
+    assert summary["samples"] == 74 and summary["pass^1"] >= 72 / 74, failed
+    assert all("lock_sim_card_pin" in task and "unseat_sim_card" in task for task in failed), failed

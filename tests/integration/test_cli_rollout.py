@@ -61,6 +61,25 @@ def pairs_of(rows: list[dict]) -> list[tuple[str, int]]:
     return [(row["metadata"]["task_id"], row["metadata"]["trial"]) for row in rows]
 
 
+def test_a_stand_alone_oracle_scores_telecom_like_the_built_in_one(qwen25_dir, tmp_path):
+    """Telecom tasks share instructions; the oracle tells them apart from the conversation alone, so
+    ``slime-tau serve`` + ``rollout --sglang-url`` scores what the CLI's own server does (was 0.600 vs 1.000)."""
+    pytest.importorskip("tau2")
+    tasks = ["--tokenizer", qwen25_dir, "--domain", "telecom", "--split", "train", "--tasks", "12-19"]
+    built_in = slime_tau(["rollout", *tasks, "--out", str(tmp_path / "built-in")], timeout=400)
+    assert built_in.returncode == 0, built_in.stderr
+    with cli_server("--policy", "oracle", "--tokenizer", qwen25_dir, "--domain", "telecom", "--split", "train") as url:
+        alone = slime_tau(["rollout", *tasks, "--sglang-url", url, "--out", str(tmp_path / "stand-alone")], timeout=400)
+    assert alone.returncode == 0, alone.stderr
+    runs = [tmp_path / "built-in", tmp_path / "stand-alone"]
+    scores = [json.loads((run / "summary.json").read_text())["domains"]["tau2/telecom"]["pass^1"] for run in runs]
+    rewards = [
+        sorted((r["metadata"]["task_id"], r["reward"]) for r in map(json.loads, (run / "samples.jsonl").open()))
+        for run in runs
+    ]
+    assert scores == [1.0, 1.0] and rewards[0] == rewards[1] and len(rewards[0]) == 8
+
+
 @pytest.mark.parametrize(
     ("flags", "flag"),
     [

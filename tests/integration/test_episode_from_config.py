@@ -57,7 +57,6 @@ def test_a_fresh_process_plays_an_episode_from_config_alone(tau2_backend, qwen25
         "split": "train",
         "policy_url": server.url,
         "tokenizer_path": qwen25_dir,
-        "scripted_user_ticket": True,  # the oracle finds the task by the scripted user's ticket line
     }
     spec = {"config": config, "position": 1, "sampling": SAMPLING}
     done = subprocess.run(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +16,7 @@ from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.engine.data import task_row
 from tests.contracts.slime_sample import PlainSample, Sample
 from tests.invariants import assert_sample_invariants, assert_tito
+from tests.slime_args import slime_args
 
 SAMPLING = {
     "temperature": 1.0,
@@ -25,21 +25,6 @@ SAMPLING = {
     "no_stop_trim": True,
     "skip_special_tokens": False,
 }
-
-
-def slime_args(server, tokenizer_dir: str, **extra) -> SimpleNamespace:
-    host, port = server.url.removeprefix("http://").split(":")
-    base = dict(
-        hf_checkpoint=tokenizer_dir,
-        sglang_router_ip=host,
-        sglang_router_port=int(port),
-        rollout_max_context_len=32768,
-        rollout_max_response_len=None,
-        partial_rollout=False,
-        tau_record_messages=True,
-        tau_scripted_user_ticket=True,  # the built-in oracle recognises a task by the scripted user's ticket line
-    )
-    return SimpleNamespace(**{**base, **extra})
 
 
 _batches = itertools.count()

@@ -21,7 +21,7 @@ from slime_tau_plugin.engine.envs.tau2 import Tau2Backend, Tau2Session
 from slime_tau_plugin.engine.episode import SampleStatus, TerminationReason
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.runner import run_episode
-from slime_tau_plugin.engine.users import ScriptedUser, scripted_opening
+from slime_tau_plugin.engine.users import ScriptedUser
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER, ScriptedModel, format_tool_call
 from tests.conftest import require_sglang_parsers
 
@@ -104,7 +104,7 @@ class ScriptedTau2User(BaseUser):
     def generate_next_message(self, message, state):
         if not self.opened:
             self.opened = True
-            return UserMessage(role="user", content=scripted_opening(self.script, names_ticket=False)), state
+            return UserMessage(role="user", content=self.script.user_instructions), state
         if isinstance(message, ToolMessage):  # the answer to our own device call
             name = self.last_call
             return UserMessage(role="user", content=f"I did {name} as you asked. Result: {message.content}"), state
@@ -272,3 +272,24 @@ def test_twelve_failing_calls_then_the_right_ones_score_zero(recording_backend, 
     assert limited == play_tau2("retail", recording_backend.task(ref), script, scenario)
     unlimited = play_ours(recording_backend, server, qwen25, qwen25_dir, ref, scenario, max_errors=0)
     assert (unlimited.termination, unlimited.reward) == ("user_stop", 1.0)
+
+
+def test_the_scripted_user_runs_a_check_the_agent_names_and_keeps_to_its_plan() -> None:
+    """τ's user grounds what it says about its phone on its tools: asked for a read-only check, it runs it."""
+    backend = Tau2Backend()
+    ref = next(r for r in backend.task_refs("telecom", "train") if "airplane_mode_on" in r.task_id)
+    session = backend.open(ref)
+    planned = [a.name for a in session.script.gold_actions if a.requestor == "user"]
+
+    async def blocking(fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    async def talk() -> list[str]:
+        user = ScriptedUser(session, blocking)
+        checked = await user.reply(f"{ASK_USER} check_status_bar {{}}")
+        assert not checked.is_stop and checked.tool_rounds == 1
+        return [checked.text, (await user.reply("Please go on.")).text]
+
+    checked, next_step = asyncio.run(talk())
+    assert checked.startswith("I did check_status_bar as you asked. Result: ") and "Airplane Mode" in checked
+    assert "check_status_bar" not in planned and next_step.startswith(f"I did {planned[0]} as you asked.")

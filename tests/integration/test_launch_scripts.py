@@ -434,9 +434,15 @@ def test_the_budget_check_refuses_an_episode_longer_than_a_micro_batch(tmp_path)
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_every_script_states_its_eval_temperature_and_cadence(script):
-    text = script.read_text()
-    assert '"${EVAL_TEMPERATURE:=' in text and '"${EVAL_INTERVAL:=' in text and '"${USER_SIM_GPUS=' in text
+def test_every_script_states_its_eval_temperature_and_cadence(script, tmp_path):
+    shipped = run_script(script, tmp_path)
+    assert shipped.returncode == 0, shipped.stderr
+    stated = train_flags(shipped.stdout)
+    assert len(stated["--eval-temperature"]) == 1 and len(stated["--eval-interval"]) == 1, "a default of its own"
+    chosen = train_flags(run_script(script, tmp_path, EVAL_TEMPERATURE="0.3", EVAL_INTERVAL="7").stdout)
+    assert chosen["--eval-temperature"] == ["0.3"] and chosen["--eval-interval"] == ["7"], "the caller's values win"
+    # USER_SIM_GPUS= (set, empty) means "none", not "the default": the LLM user then has no GPUs and it says so
+    assert "USER_SIM_GPUS is empty" in one_error_line(run_script(script, tmp_path, USER_SIM_GPUS=""))
 
 
 def test_all_eight_gpus_train_with_a_scripted_user_when_user_sim_gpus_is_emptied(tmp_path):

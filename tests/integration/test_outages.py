@@ -208,7 +208,7 @@ def test_a_script_that_calls_generate_exits_without_unclosed_sessions(oracle_ser
         from tests.contracts.slime_sample import Sample
 
         args = SimpleNamespace(tau_policy_url={policy.url!r}, tau_tokenizer_path={str(qwen25_dir)!r},
-                               tau_domain="retail", tau_split="train", tau_scripted_user_ticket=True)
+                               tau_domain="retail", tau_split="train")
         sample = Sample(prompt="", metadata={{"domain": "retail", "split": "train", "task_id": "0"}})
         asyncio.run(generate(args, sample, {{"temperature": 0.0, "max_new_tokens": 512}}))
         print(sample.status.name)

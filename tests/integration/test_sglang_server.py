@@ -179,7 +179,7 @@ def test_slimes_end_of_step_abort_returns_in_flight_episodes_as_aborted(tau2_bac
     [
         ("retail", "train", 0),
         ("retail", "test", 0),
-        ("airline", "train", 1),  # ticket "1" is also a retail task: the opening tells the domains apart
+        ("airline", "train", 1),  # id "1" is also a retail task: the instruction tells the domains apart
         ("airline", "test", -1),
         ("telecom", "test", 0),
         ("telecom", "full", -1),
@@ -198,7 +198,11 @@ def test_default_oracle_server_answers_every_domain_and_split(
     assert sample.status is Sample.Status.COMPLETED, sample.metadata
     assert sample.reward == 1.0, (ref.task_id, sample.metadata.get("reward_info"))
     gold = tau2_backend.script(ref).gold_actions  # telecom's are mostly the user's (asked for, not called)
-    assert gold and sample.metadata["tool_calls"] == sum(a.requestor == "assistant" for a in gold)
+    called = sum(a.requestor == "assistant" for a in gold)
+    # telecom tasks share instructions: the oracle may add read-only calls (get_details_by_id) to tell them apart
+    assert gold and (
+        sample.metadata["tool_calls"] >= called if domain == "telecom" else sample.metadata["tool_calls"] == called
+    )
 
 
 @pytest.mark.parametrize(("domain", "split", "position"), [("retail", "test", 3), ("airline", "test", 0)])

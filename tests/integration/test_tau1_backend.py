@@ -75,7 +75,7 @@ def test_tools_policy_and_version_are_v1s(backend: Tau1Backend) -> None:
         session = backend.open(ref(domain, backend.splits(domain)[0]))
         assert session.tools == env.tools_info
         assert session.agent_system_prompt == env.wiki
-        assert session.user_tools == []
+        assert session.user_tools == ()
     assert backend.package_version() == {"tau_package": "tau-bench", "tau_version": "0.1.0"}
 
 
@@ -150,7 +150,7 @@ def test_task_rows_round_trip(backend: Tau1Backend) -> None:
         index_script.user_instructions,
         index_script.gold_actions,
     )
-    assert row_script.task_id == "5"  # the scripted user's ticket names the row's task
+    assert row_script.task_id == "5"  # the row names its task
     assert play_oracle(backend.open(row_ref)) == 1.0
     # An edited row is scored by its own content: an output nobody says now fails the same episode.
     for task, expected in ((task0, 1.0), ({**task0, "outputs": ["a string nobody says"]}, 0.0)):

@@ -20,6 +20,7 @@ from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.errors import ConfigError
 from tests.contracts.slime_sample import Sample
 from tests.invariants import assert_sample_invariants, assert_tito
+from tests.slime_args import slime_args
 from tests.unit.test_template_families import _tokenizer, tokenizer_dir
 
 SAMPLING = {"temperature": 1.0, "max_new_tokens": 2048, "no_stop_trim": True, "skip_special_tokens": False}
@@ -31,20 +32,6 @@ FAMILIES = {  # family: (template_mode, exact)
     "qwen3": ("anchored", False),
 }
 THINK = re.compile(r"<think>.*?</think>\s*", re.S)
-
-
-def _args(url: str, tokenizer_path: str) -> SimpleNamespace:
-    host, port = url.removeprefix("http://").split(":")
-    return SimpleNamespace(
-        hf_checkpoint=tokenizer_path,
-        sglang_router_ip=host,
-        sglang_router_port=int(port),
-        rollout_max_context_len=32768,
-        rollout_max_response_len=None,
-        partial_rollout=False,
-        tau_record_messages=True,
-        tau_scripted_user_ticket=True,  # the built-in oracle recognises a task by the scripted user's ticket line
-    )
 
 
 def _requests(server, sample) -> list[dict]:
@@ -69,7 +56,7 @@ def test_oracle_rollout_through_generate_is_exact_or_documented_per_family(
         Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"{family}-{i}")
         for i, row in enumerate(task_row(j, ref) for j, ref in enumerate(refs))
     ]
-    args = _args(server.url, path)
+    args = slime_args(server, path)
     asyncio.run(_play(args, samples))
     matched = 0
     for sample in samples:
@@ -92,7 +79,7 @@ def test_oracle_rollout_through_generate_is_exact_or_documented_per_family(
 
 def test_generate_refuses_gemma3_before_any_episode(tau2_backend) -> None:
     sample = Sample(prompt=0, metadata={}, session_id="gemma3-0")
-    args = _args("http://127.0.0.1:9", tokenizer_dir("gemma3"))  # nothing listens: no request may be sent
+    args = slime_args("http://127.0.0.1:9", tokenizer_dir("gemma3"))  # nothing listens: no request may be sent
     with pytest.raises(ConfigError, match=r"gemma3' cannot run τ episodes: .*roles must alternate"):
         asyncio.run(generate(args, sample, SAMPLING))
     assert not sample.metadata

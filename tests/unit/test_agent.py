@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.engine.agent import TrainableToolCallingAgent
+import slime_tau_plugin
+from slime_tau_plugin.engine.agent import TrainableAgentMixin, TrainableToolCallingAgent
 from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.envs.base import EnvToolCall, GoldAction, TaskRef
+from slime_tau_plugin.engine.envs.base import EnvSession, EnvToolCall, GoldAction, TaskRef
 from slime_tau_plugin.engine.episode import EpisodeCounters, EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.episode import TerminationReason as Reason
 from slime_tau_plugin.engine.errors import (
@@ -29,6 +30,7 @@ from slime_tau_plugin.engine.errors import (
     PolicyProtocolError,
 )
 from slime_tau_plugin.engine.policy import FinishReason
+from slime_tau_plugin.engine.runner import EpisodeEngine
 from slime_tau_plugin.engine.trajectory import Trajectory
 from slime_tau_plugin.engine.users import ScriptedUser
 from tests.conftest import require_sglang_parsers
@@ -183,12 +185,12 @@ def _check_trajectory(traj: Trajectory, requests: list[PolicyRequest]) -> None:
 
 
 def test_user_stop_after_the_task_is_done_earns_the_reward() -> None:
-    run = play([CANCEL_1, DONE], scripted_user_ticket=True)
+    run = play([CANCEL_1, DONE])
     run.assert_outcome(Reason.USER_STOP, SampleStatus.COMPLETED, EpisodeCounters(tool_calls=1), 1.0)
     assert run.result.reward_info == {"db": 1.0, "scored": True}
     assert run.session.steps == [EnvToolCall("cancel_order", {"order_id": "#1"}, "call-1-0")]
     assert run.session.reward_calls == [Reason.USER_STOP]
-    opening = f"{FAKE_INSTRUCTION}\n\n(Ticket: fake-0)"
+    opening = FAKE_INSTRUCTION
     assert run.session.recorded == [("user", opening), ("assistant", DONE)]
     assert [m["role"] for m in run.result.messages] == ["system", "user", "assistant", "tool", "assistant"]
     assert run.result.messages[1]["content"] == opening
@@ -196,7 +198,7 @@ def test_user_stop_after_the_task_is_done_earns_the_reward() -> None:
     assert run.trajectory.segments[-1].is_trainable, "the stopped episode ends on the model's turn"
 
 
-def test_the_ticket_line_stays_out_of_the_prompt_unless_asked_for() -> None:
+def test_the_scripted_user_opens_with_the_bare_instruction() -> None:
     run = play([CANCEL_1, DONE])
     assert run.session.recorded[0] == ("user", FAKE_INSTRUCTION)
     assert run.result.messages[1]["content"] == FAKE_INSTRUCTION
@@ -492,3 +494,15 @@ def test_policy_failure_is_policy_error(error) -> None:
     run.assert_outcome(Reason.POLICY_ERROR, SampleStatus.FAILED, EpisodeCounters(tool_calls=1), 0.0)
     assert run.result.error == f"{type(error).__name__}: {error}"
     assert run.result.num_turns == 1 and run.session.reward_calls == []
+
+
+# --- names ------------------------------------------------------------------------------------------
+
+
+def test_the_published_engine_name_is_the_engine_itself() -> None:
+    assert TrainableAgentMixin is EpisodeEngine is slime_tau_plugin.TrainableAgentMixin
+    assert issubclass(TrainableToolCallingAgent, TrainableAgentMixin)
+
+
+def test_a_session_without_user_tools_shares_no_mutable_default() -> None:
+    assert EnvSession.user_tools == () and isinstance(EnvSession.user_tools, tuple)

@@ -8,6 +8,7 @@ their τ package lazily, so this package imports without any τ installed.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +74,7 @@ class TaskScript:
     gold_outputs: tuple[str, ...] = ()
     """Strings the agent must tell the user for a full reward."""
     task_id: str = ""
-    """Named in the scripted user's opening, so tasks with identical instructions stay distinguishable."""
+    """τ's id of the task (τ² telecom tasks share instructions: only the id tells them apart)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class EnvSession(ABC):
     """Agent tools as OpenAI function schemas."""
     agent_system_prompt: str
     """τ's domain rules for the agent (τ²'s policy, v1's wiki): the agent's system prompt."""
-    user_tools: list[dict[str, Any]] = []
+    user_tools: Sequence[dict[str, Any]] = ()
     """Tools the simulated user can run (τ² telecom's device tools); empty elsewhere."""
     user_stop_markers: tuple[str, ...] = (STOP_MARKER,)
     """Text that ends the episode when the simulated user says it (τ² also has transfer/out-of-scope)."""
@@ -117,6 +118,14 @@ class EnvSession(ABC):
     def user_step(self, call: EnvToolCall) -> StepResult:
         """Run a user-side tool (τ² telecom); backends without user tools refuse."""
         return StepResult(f"Error: the user has no tool named {call.name!r}", is_error=True)
+
+    def is_read_only(self, tool: str, *, by_user: bool = False) -> bool:
+        """Whether τ marks ``tool`` (the user's with ``by_user``) as one that only reads (τ²'s ``ToolType.READ``).
+
+        The scripted user runs such a check when the agent names it; the oracle probes with them. False
+        where τ does not say (v1), so nothing extra runs there.
+        """
+        return False
 
     reward_mode: RewardMode = RewardMode.FAST
     """How :meth:`reward` scores this episode (the run's ``EnvOptions.reward_mode``)."""

@@ -80,6 +80,12 @@ class Tau2Session(EnvSession):
             return super().user_step(call)
         return self._call(call, "user")
 
+    def is_read_only(self, tool: str, *, by_user: bool = False) -> bool:
+        toolkit = self.env.user_tools if by_user else self.env.tools
+        if toolkit is None or not toolkit.has_tool(tool) or (by_user and not self._user_tool_allowed(tool)):
+            return False
+        return toolkit.tool_type(tool) == "read"
+
     def record_message(self, role: str, content: str) -> None:
         msg = self._m["data_model.message"]
         cls = msg.AssistantMessage if role == "assistant" else msg.UserMessage

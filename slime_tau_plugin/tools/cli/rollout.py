@@ -176,8 +176,6 @@ def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any)
     values |= {
         "tokenizer_path": tokenizer_dir,
         "record_messages": True,
-        # the built-in oracle recognises a task by the scripted user's ticket line; no other policy reads it
-        "scripted_user_ticket": ns.sglang_url is None and (ns.policy or "oracle") == "oracle",
     }
     return TauConfig.from_values(values | {k: v for k, v in endpoints.items() if v is not None}, key_of=cli_key)
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from slime_tau_plugin.engine.envs import BENCHMARKS, TaskScript, get_backend, installed_domains
+from slime_tau_plugin.engine.envs import BENCHMARKS, get_backend, installed_domains
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.users import scripted_opening
 from slime_tau_plugin.tools.faults.spec import FaultInjector
 from slime_tau_plugin.tools.servers.fake_models import EchoModel, OracleModel, ScriptedModel
+from slime_tau_plugin.tools.servers.oracle_tasks import KnownTask
 from slime_tau_plugin.tools.servers.sglang_server import FakeModel, SGLangServer
 
 FAKE_MODELS = ("oracle", "scripted", "echo")
@@ -111,24 +111,23 @@ def _installs(benchmark: str, domain: str) -> bool:
     return domain in _installed(benchmark)
 
 
-def oracle_scripts(task_sets: Sequence[tuple[str, str, str]]) -> list[TaskScript]:
-    """The reference solutions of every task in ``task_sets``, each task once.
+def oracle_scripts(task_sets: Sequence[tuple[str, str, str]]) -> list[KnownTask]:
+    """The reference solutions of every task in ``task_sets``, each task once, with where τ keeps it.
 
     A task listed by several splits (τ² ``base`` holds ``train`` and ``test``; telecom ``full`` holds
-    the others) counts once: tasks are the same when benchmark, domain and the scripted user's opening
-    (instruction + ticket id) are.
+    the others) counts once: tasks are the same when benchmark, domain, id and instruction are.
     """
-    scripts: list[TaskScript] = []
-    seen: set[tuple[str, str, str]] = set()
+    tasks: list[KnownTask] = []
+    seen: set[tuple[str, str, str, str]] = set()
     for benchmark, domain, split in task_sets:
         backend = get_backend(benchmark)
         for ref in backend.task_refs(domain, split):
             script = backend.script(ref)
-            key = (benchmark, domain, scripted_opening(script))
+            key = (benchmark, domain, script.task_id, script.user_instructions)
             if key not in seen:
                 seen.add(key)
-                scripts.append(script)
-    return scripts
+                tasks.append(KnownTask(script, ref))
+    return tasks
 
 
 def _load_script(path: str | None) -> list[str]:

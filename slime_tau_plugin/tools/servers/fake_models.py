@@ -1,10 +1,10 @@
 """What the built-in policy server says: oracle, scripted and echo policies (token ids in, ids out).
 
-- ``OracleModel`` reads the conversation like a model would, recognises the task from the scripted
-  user's opening message (instruction + ticket id), and replays the task's reference solution: each
-  assistant-side gold action as a tool call in the configured format (``tool_call_formats``), each user-side action as a
-  request to the user, then a final message carrying the task's expected outputs.
-  With the scripted user it scores reward 1.0.
+- ``OracleModel`` reads the conversation like a model would, recognises the task from the user's opening
+  message and, where tasks share it, from what the tools and the user answered so far (``oracle_tasks``),
+  and replays the task's reference solution: each assistant-side gold action as a tool call in the configured
+  format (``tool_call_formats``), each user-side action as a request to the user, then a final message
+  carrying the task's expected outputs. With the scripted user it scores reward 1.0.
 - ``ScriptedModel`` replays fixed texts turn by turn (fault injection: malformed calls, long replies).
 - ``EchoModel`` answers every turn with one short message (load tests).
 """
@@ -19,15 +19,15 @@ from typing import Any
 from slime_tau_plugin.engine.blocking import prepare_for_threads
 from slime_tau_plugin.engine.envs.base import TaskScript
 from slime_tau_plugin.engine.templates import ChatTemplate
-from slime_tau_plugin.engine.users import scripted_opening
+from slime_tau_plugin.tools.servers.oracle_tasks import KnownTask, Move, MoveKind, ScriptIndex, TaskGroup
 from slime_tau_plugin.tools.servers.sglang_server import ModelOutput
 from slime_tau_plugin.tools.servers.tool_call_formats import format_tool_call, get_format
 
-__all__ = ["ASK_USER", "EchoModel", "OracleModel", "ScriptIndex", "ScriptedModel", "format_tool_call"]
+__all__ = ["ASK_USER", "EchoModel", "KnownTask", "OracleModel", "ScriptIndex", "ScriptedModel", "format_tool_call"]
 
 ASK_USER = "Could you please do this on your side:"
-_TICKET = "(Ticket: "
-"""How the scripted user's ticket line starts (``users.scripted_opening``)."""
+NEXT_STEP = "the next step of the fix you know of."
+"""What the oracle asks for when the tasks it cannot yet tell apart need different user actions."""
 
 
 class _TextModel:
@@ -53,50 +53,8 @@ class _TextModel:
         raise NotImplementedError
 
 
-class ScriptIndex:
-    """The reference solutions the oracle knows, found from a conversation in O(1) scripts per request.
-
-    The scripted user ends its opening with a ``(Ticket: ID)`` line (``users.scripted_opening``): the id
-    picks the few scripts with that ticket (ids repeat across domains, and τ-bench v1 numbers each split
-    from 0), and the full opening confirms one. Users that do not name a ticket (the LLM user) open with
-    the bare instruction, looked up as the first user message's exact text.
-    """
-
-    def __init__(self, scripts: Iterable[TaskScript]) -> None:
-        self.by_ticket: dict[str, list[tuple[str, TaskScript]]] = {}
-        """Ticket id -> (scripted opening, script), in the order given."""
-        self.by_instruction: dict[str, TaskScript] = {}
-        """Stripped instruction -> the first script with it (many telecom tasks share one instruction)."""
-        self.size = 0
-        for script in scripts:
-            instruction = script.user_instructions.strip()
-            if not instruction:
-                continue
-            self.size += 1
-            if script.task_id:
-                self.by_ticket.setdefault(script.task_id, []).append((scripted_opening(script), script))
-            self.by_instruction.setdefault(instruction, script)
-
-    def by_ticket_line(self, text: str) -> tuple[int, TaskScript] | None:
-        """The script whose ticket line and whole opening appear in ``text``, and where that opening ends."""
-        start = text.find(_TICKET)
-        while start >= 0:
-            line_end = text.find("\n", start)
-            line_end = len(text) if line_end < 0 else line_end
-            rest = text[start + len(_TICKET) : line_end]
-            close = rest.find(")")
-            while close >= 0:  # the id ends at one of the line's ")" (the template may add text after it)
-                for opening, script in self.by_ticket.get(rest[:close], ()):
-                    at = text.find(opening)
-                    if at >= 0:
-                        return at + len(opening), script
-                close = rest.find(")", close + 1)
-            start = text.find(_TICKET, line_end)
-        return None
-
-
 class OracleModel(_TextModel):
-    """Replays reference solutions; recognises tasks by the scripted user's opening (which names the ticket).
+    """Replays reference solutions; recognises tasks by the user's opening and what the conversation answered.
 
     ``scripts`` may be a function that loads them: the index is then built in a background thread (every
     τ² task takes seconds to load), so the server answers ``/health`` at once and the first requests wait.
@@ -105,7 +63,7 @@ class OracleModel(_TextModel):
     def __init__(
         self,
         tokenizer: Any,
-        scripts: Iterable[TaskScript] | ScriptIndex | Callable[[], Iterable[TaskScript]],
+        scripts: Iterable[TaskScript | KnownTask] | ScriptIndex | Callable[[], Iterable[TaskScript | KnownTask]],
         tool_call_format: str = "qwen25",
     ) -> None:
         super().__init__(tokenizer)
@@ -134,7 +92,7 @@ class OracleModel(_TextModel):
             raise RuntimeError(f"the oracle could not load its tasks: {self._error!r}") from self._error
         return self._index
 
-    def _build(self, load: Callable[[], Iterable[TaskScript]]) -> None:
+    def _build(self, load: Callable[[], Iterable[TaskScript | KnownTask]]) -> None:
         try:
             self._index = ScriptIndex(load())
         except Exception as exc:  # reported by every request through ``index``
@@ -142,12 +100,10 @@ class OracleModel(_TextModel):
         finally:
             self._ready.set()
 
-    def find(self, text: str) -> tuple[int, TaskScript] | None:
-        """The task ``text`` is about (by ticket line, else by the first user message's instruction) and
-        the offset where the user's opening ends."""
-        found = self.index.by_ticket_line(text)
-        if found is not None or self._user_turn is None:
-            return found
+    def find(self, text: str) -> tuple[int, TaskGroup] | None:
+        """The tasks whose instruction is the first user message of ``text``, and the offset where it ends."""
+        if self._user_turn is None:
+            return self.index.within(text)
         header, footer = self._user_turn
         start = text.find(header)
         if start < 0:
@@ -155,31 +111,35 @@ class OracleModel(_TextModel):
         start += len(header)
         end = text.find(footer, start)
         end = len(text) if end < 0 else end
-        script = self.index.by_instruction.get(text[start:end].strip())
-        return None if script is None else (end, script)
+        group = self.index.by_instruction.get(text[start:end].strip())
+        return None if group is None else (end, group)
 
     def reply(self, text: str) -> str:
         found = self.find(text)
         if found is None:
             return "I am sorry, I do not recognise this task."
-        end, script = found
+        end, group = found
         after = text[end:]
         calls = after.count(self._bot)
-        step = calls + after.count(ASK_USER)
-        actions = script.gold_actions
-        if step < len(actions):
-            action = actions[step]
-            if action.requestor == "user":
-                return f"{ASK_USER} {action.name} {json.dumps(action.arguments, ensure_ascii=False)}"
+        return self.say(group.move(after, calls + after.count(ASK_USER)), calls)
+
+    def say(self, move: Move, calls: int) -> str:
+        """The text of ``move``; ``calls`` tool calls came before it (formats number their ids)."""
+        action = move.action
+        if move.kind is MoveKind.ASK:
+            return f"{ASK_USER} {NEXT_STEP}"
+        if action is not None and action.requestor == "user":
+            return f"{ASK_USER} {action.name} {json.dumps(action.arguments, ensure_ascii=False)}"
+        if action is not None:
             return self.format.write(action.name, action.arguments, calls)
-        if script.gold_outputs:
-            return "Here is what I found: " + "; ".join(script.gold_outputs) + ". Is there anything else?"
+        if move.outputs:
+            return "Here is what I found: " + "; ".join(move.outputs) + ". Is there anything else?"
         return "Everything you asked for is done. Is there anything else I can help you with?"
 
     def _user_turn_markers(self) -> tuple[str, str] | None:
         """The text the template writes right before and after a user message that follows the system one.
 
-        ``None`` when the template does not keep the user message apart (then only tickets identify tasks).
+        ``None`` when the template does not keep the user message apart (then any known instruction in the text counts).
         """
         system, user = "\x01SYSTEM-PROBE\x01", "\x01USER-PROBE\x01"
         probe = [{"role": "system", "content": system}, {"role": "user", "content": user}]

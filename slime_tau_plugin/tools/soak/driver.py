@@ -62,7 +62,6 @@ def slime_args(settings: SoakSettings, policy_url: str, user_base_url: str) -> S
         tau_user="llm",
         tau_user_base_url=user_base_url,
         tau_user_model="scripted-user",
-        tau_scripted_user_ticket=True,  # the built-in oracle recognises a task by the user's ticket line
         tau_user_timeout_s=timeout,
         tau_policy_timeout_s=timeout,
         tau_env_timeout_s=timeout,
