@@ -107,6 +107,10 @@ async def run_soak(settings: SoakSettings, command: str) -> SoakReport:
         print(f"soak: servers up (logs in {log_dir})", file=sys.stderr, flush=True)
         refs = await asyncio.to_thread(_task_refs, settings.domain, settings.split)
         args = slime_args(settings, servers["policy"].url, servers["user"].url + "/v1")
+        # both answered their health check: an outage from now on is waited for, even one that starts before an
+        # episode's first request succeeds (the CLI's pre-flight does the same)
+        endpoints.note_answered(endpoints.EndpointRole.POLICY, args.tau_policy_url)
+        endpoints.note_answered(endpoints.EndpointRole.USER, args.tau_user_base_url)
         await _play(settings, report, args, refs, cls, servers)
     finally:
         report.faults_injected = await asyncio.to_thread(_fault_counts, servers, env_faults)
