@@ -112,6 +112,10 @@ class ProcessRegistry:
         """``EpisodeResources`` by ``(TauConfig, id of the caller's tokenizer or None, backend wrapper or None)``."""
         self.pools: SharedMap[concurrent.futures.ThreadPoolExecutor] = SharedMap("pools")
         """``run_blocking``'s thread pools by worker count."""
+        self.tokenizers: SharedMap[Any] = SharedMap("tokenizers")
+        """Tokenizers by ``(path, trust_remote_code)``, for resources that load their own: parsing one holds the GIL
+        for ~0.3 s (Qwen's 7 MB tokenizer.json), which stalls the event loop however it is threaded, so a process
+        parses each once, whatever number of configs name it (a run's train and eval configs, the CLI's domains)."""
         self.backends: SharedMap[Any] = SharedMap("backends")  # EnvBackend by benchmark name
         """τ backends by benchmark name (``tau1``, ``tau2``); a backend takes no settings."""
         self._components: SharedMap[Any] = SharedMap("components")

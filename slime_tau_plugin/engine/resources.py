@@ -110,7 +110,8 @@ class EpisodeResources:
                 raise MissingSettingError(
                     "no tokenizer: set tau_tokenizer_path or slime's --hf-checkpoint to a local directory"
                 )
-            tokenizer = load_tokenizer(config.tokenizer_path, trust_remote_code=config.trust_remote_code)
+            path, remote = config.tokenizer_path, config.trust_remote_code
+            tokenizer = process_registry().tokenizers.get((path, remote), lambda: load_tokenizer(path, remote))
         backend = backend if backend is not None else get_backend(config.benchmark)
         return cls(
             config=config,

@@ -36,14 +36,25 @@ def _llm_args(policy, tokenizer_dir, user: ChatUserServer, **extra):
 
 
 class _Outage:
-    """Stops a user server after ``after_s`` and starts a new one on the same port ``for_s`` later."""
+    """Stops a user server ``after_s`` after its first request arrived (with ``after_answer``; else ``after_s`` after
+    the start) and starts a new one on the same port ``for_s`` later.
 
-    def __init__(self, user: ChatUserServer, *, after_s: float, for_s: float | None, **server_kwargs) -> None:
+    Counting from the first request, not from the start, keeps the outage where the test means it, in the middle of
+    the episodes, however long this process takes to build its resources before the first episode talks (an
+    endpoint that never answered is not waited for, by design: see ``endpoints.py``).
+    """
+
+    def __init__(
+        self, user: ChatUserServer, *, after_s: float, for_s: float | None, after_answer: bool = True, **server_kwargs
+    ) -> None:
         self.user, self.after_s, self.for_s, self.kwargs = user, after_s, for_s, server_kwargs
+        self.after_answer = after_answer
         self.restarted: ChatUserServer | None = None
         self.stopped_at = self.restarted_at = 0.0
 
     async def run(self) -> None:
+        while self.after_answer and not self.user.requests:
+            await asyncio.sleep(0.01)
         await asyncio.sleep(self.after_s)
         await asyncio.to_thread(self.user.stop)
         self.stopped_at = time.monotonic()
@@ -99,7 +110,7 @@ def test_a_longer_outage_fails_fast_naming_the_endpoint_and_the_first_success_cl
     port = _port(user)
     args = _llm_args(policy, qwen25_dir, user, tau_user_retries=2, tau_outage_tolerance_s=1.5)
     first = make_samples(tau2_backend, "retail", "train", 4)
-    _play(args, first, _Outage(user, after_s=0.6, for_s=None).run())
+    _play(args, first, _Outage(user, after_s=0.3, for_s=None).run())  # past the first answer (0.2 s)
     for sample in first:
         assert_sample_invariants(sample)
         assert sample.status is Sample.Status.FAILED
@@ -234,7 +245,7 @@ def test_a_user_server_seen_by_a_pre_flight_check_is_waited_for_from_the_first_r
     policy = oracle_server_factory(qwen25, (("retail", "train"),))
     user = ChatUserServer(max_replies=1).start()
     note_answered(EndpointRole.USER, user.base_url)
-    outage = _Outage(user, after_s=0.0, for_s=2.0, max_replies=1)
+    outage = _Outage(user, after_s=0.0, for_s=2.0, after_answer=False, max_replies=1)
     args = _llm_args(policy, qwen25_dir, user, tau_user_retries=2, tau_outage_tolerance_s=30.0)
     samples = make_samples(tau2_backend, "retail", "train", 2)
 
