@@ -3,7 +3,8 @@
 Every front door (slime's ``generate``, the CLI, verl) and every env backend reads these types, never
 their string values: renaming a value cannot silently change how an episode is scored or labelled.
 This module imports nothing from the rest of the package except ``TaskRef``'s home (``task_ref``), the
-trajectory and the error tree (``FailedEndpoint``), and nothing from slime, verl or τ.
+trajectory, the suspended-episode value (``episode_state``) and the error tree (``FailedEndpoint``), and
+nothing from slime, verl or τ.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import enum
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from slime_tau_plugin.engine.episode_state import EpisodeState
 from slime_tau_plugin.engine.errors import FailedEndpoint
 from slime_tau_plugin.engine.task_ref import TaskRef
 from slime_tau_plugin.engine.trajectory import Trajectory
@@ -166,4 +168,7 @@ class EpisodeResult:
     """How the chat template's continuations were computed (``templates.TemplateMode``: ``anchored`` or
     ``rendered_history``); empty when the episode failed before its template was known."""
     net_info: dict[str, Any] = field(default_factory=dict)
-    """Retries, outage and slot waits, and the LLM user's identity, seed and token usage (``endpoints.NetStats``)."""
+    """Retries, outage and slot waits, the LLM user's identity, seed and token usage (``endpoints.NetStats``),
+    and how often the episode was suspended and resumed (``live_episode.ResumeStats``)."""
+    state: EpisodeState | None = None
+    """An ABORTED episode's resumable state, when its caller asked to suspend (``run_episode(suspend=True)``)."""

@@ -9,7 +9,8 @@
     │   ├── PolicyConnectionError    transport failure or timeout
     │   └── PolicyProtocolError      a 2xx answer whose JSON does not have SGLang's shape
     ├── EnvBackendError         a τ environment call (reset, step, reward) failed or timed out
-    │   └── JudgeError          the NL-assertion judge (an LLM endpoint τ calls while scoring) failed
+    │   ├── JudgeError          the NL-assertion judge (an LLM endpoint τ calls while scoring) failed
+    │   └── ResumeError         a suspended episode's state is malformed or does not replay to the same world
     ├── UserSimulatorError      the simulated user failed or timed out
     ├── EndpointDownError       an endpoint's breaker is open (``endpoints.py``); each client re-raises it as
     │                           its own error above, so an episode never ends on it
@@ -41,6 +42,7 @@ __all__ = [
     "PolicyError",
     "PolicyHTTPError",
     "PolicyProtocolError",
+    "ResumeError",
     "TauPluginError",
     "UserSimulatorError",
     "failed_endpoint_of",
@@ -116,6 +118,12 @@ class JudgeError(EnvBackendError):
     guard names the judge)."""
 
     failed_endpoint = FailedEndpoint.JUDGE
+
+
+class ResumeError(EnvBackendError):
+    """A suspended episode cannot go on: its stored state is malformed, of another version, or replaying its
+    action log on a fresh environment gave a different answer or database. The sample FAILS naming it; a
+    silently different world is never played on."""
 
 
 class UserSimulatorError(TauPluginError):

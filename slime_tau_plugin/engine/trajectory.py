@@ -121,13 +121,17 @@ class TokenBudget:
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {value}")
 
-    def max_new_tokens(self, traj: Trajectory) -> int:
-        """How many ids the next generation may produce; <= 0 means the budget is exhausted."""
+    def max_new_tokens(self, traj: Trajectory, used_this_turn: int = 0) -> int:
+        """How many ids the next generation may produce; <= 0 means the budget is exhausted.
+
+        ``used_this_turn``: ids the turn already has (a turn cut mid-generation and resumed): the per-turn cap
+        covers the whole turn.
+        """
         room = self.max_context_len - len(traj)
         if self.max_response_len is not None:
             room = min(room, self.max_response_len - traj.response_length)
         if self.max_tokens_per_turn is not None:
-            room = min(room, self.max_tokens_per_turn)
+            room = min(room, self.max_tokens_per_turn - used_this_turn)
         return room
 
     def fits(self, traj: Trajectory, extra: int) -> bool:

@@ -27,7 +27,7 @@ from slime_tau_plugin.engine.choices import UserKind
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings, guard_for
 from slime_tau_plugin.engine.envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult
-from slime_tau_plugin.engine.errors import ConfigError, UserSimulatorError
+from slime_tau_plugin.engine.errors import ConfigError, ResumeError, UserSimulatorError
 
 MAX_USER_TOOL_ROUNDS = 10
 """User tool calls in a row before the LLM user must answer the agent in words."""
@@ -54,6 +54,12 @@ class UserSimulator(Protocol):
 
     async def reply(self, agent_message: str) -> UserTurn:
         """Answer one agent message."""
+
+    def snapshot(self) -> dict[str, Any]:
+        """The simulator's state as JSON (a suspended episode keeps it: ``episode_state.py``)."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back a :meth:`snapshot` (the simulator was just built for the same task)."""
 
 
 class ScriptedUser:
@@ -87,6 +93,16 @@ class ScriptedUser:
             self._replies += 1
             return UserTurn(self.CONTINUE)
         return UserTurn(STOP_MARKER, is_stop=True)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"replies": self._replies, "pending": len(self._pending)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        pending = int(state.get("pending", len(self._pending)))
+        if not 0 <= pending <= len(self._pending):
+            raise ResumeError(f"resume: the scripted user has {len(self._pending)} actions, not {pending}")
+        self._pending = self._pending[len(self._pending) - pending :]
+        self._replies = int(state.get("replies", 0))
 
     async def _run(self, name: str, arguments: dict[str, Any], call_id: str) -> UserTurn:
         result = await self.blocking(self.session.user_step, EnvToolCall(name, arguments, call_id))
@@ -133,6 +149,16 @@ class LLMUser:
     async def reply(self, agent_message: str) -> UserTurn:
         self.history.append({"role": "user", "content": agent_message})
         return await self._speak()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"history": list(self.history), "seed": self.seed}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        history = state.get("history")
+        if not isinstance(history, list) or not history or history[0] != self.history[0]:
+            raise ResumeError("resume: the LLM user's stored history does not start with this task's prompt")
+        self.history = list(history)
+        self.seed = state.get("seed", self.seed)
 
     async def _speak(self) -> UserTurn:
         """Ask the LLM until it says something (running any user tools it calls on the way)."""

@@ -127,6 +127,13 @@ class EnvSession(ABC):
         """
         return False
 
+    def state_hash(self) -> str:
+        """A hash of this episode's databases (the records it touched: ``cow.touched_hash``).
+
+        A suspended episode stores it; replaying its action log on a fresh session must reach it again.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be suspended: it has no state_hash")
+
     reward_mode: RewardMode = RewardMode.FAST
     """How :meth:`reward` scores this episode (the run's ``EnvOptions.reward_mode``)."""
 

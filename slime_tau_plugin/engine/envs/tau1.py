@@ -26,6 +26,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
+from slime_tau_plugin.engine.envs.cow import touched_hash
 from slime_tau_plugin.engine.envs.tau1_data import (
     RESPOND,
     Tau1Domain,
@@ -75,6 +76,9 @@ class Tau1Session(EnvSession):
         # v1 checks outputs only in the agent's ``respond`` actions; user turns are not actions.
         if role == "assistant":
             self.actions.append((RESPOND, {"content": content}))
+
+    def state_hash(self) -> str:
+        return touched_hash(self.data)
 
     def fast_reward(self, termination: TerminationReason) -> RewardResult:
         return fast_reward(self._domain, self.task, self.data, self._gold, self.actions, termination)

@@ -24,6 +24,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
+from slime_tau_plugin.engine.envs.cow import CopyOnAccessDict, touched_hash
 from slime_tau_plugin.engine.envs.tau2_data import (
     STOP_MARKER_NAMES,
     Tau2Domain,
@@ -85,6 +86,19 @@ class Tau2Session(EnvSession):
         if toolkit is None or not toolkit.has_tool(tool) or (by_user and not self._user_tool_allowed(tool)):
             return False
         return toolkit.tool_type(tool) == "read"
+
+    def state_hash(self) -> str:
+        """The touched records of the agent's and the user's databases (τ²'s own hash for one kept whole)."""
+        parts = []
+        for toolkit in (self.env.tools, self.env.user_tools):
+            db = getattr(toolkit, "db", None)
+            if db is None:
+                parts.append("-")
+            elif any(isinstance(value, CopyOnAccessDict) for value in db.__dict__.values()):
+                parts.append(touched_hash(db.__dict__))
+            else:
+                parts.append(str(toolkit.get_db_hash()))
+        return ":".join(parts)
 
     def record_message(self, role: str, content: str) -> None:
         msg = self._m["data_model.message"]

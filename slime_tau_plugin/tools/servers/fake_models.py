@@ -41,9 +41,19 @@ class _TextModel:
         self.generation_prompt = with_prompt[len(self.template.render(probe, add_generation_prompt=False)) :]
 
     def generate(self, input_ids: Sequence[int], sampling_params: dict[str, Any]) -> ModelOutput:
-        text = self.tokenizer.decode(list(input_ids), skip_special_tokens=False)
-        reply = self.reply(text)
-        return ModelOutput(tuple(self.template.encode(reply) + self.template.eot_ids))
+        """The turn's reply; when the input ends inside an assistant turn (one cut by an abort), the rest of it."""
+        ids = list(input_ids)
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        cut = text.rfind(self.generation_prompt)
+        started = "" if cut < 0 else text[cut + len(self.generation_prompt) :]
+        if not started:
+            return ModelOutput(tuple(self._turn_ids(text)))
+        turn = self._turn_ids(text[: cut + len(self.generation_prompt)])
+        done = next((k for k in range(min(len(turn), len(ids)), 0, -1) if ids[-k:] == turn[:k]), 0)
+        return ModelOutput(tuple(turn[done:]), start=done)
+
+    def _turn_ids(self, text: str) -> list[int]:
+        return self.template.encode(self.reply(text)) + self.template.eot_ids
 
     def turn_index(self, text: str) -> int:
         """How many assistant turns the conversation already has."""

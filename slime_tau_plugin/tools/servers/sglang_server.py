@@ -90,6 +90,9 @@ class ModelOutput:
     """Token ids, end-of-turn included when the turn is complete."""
     abort: bool = False
     """Finish with ``abort`` (as SGLang does when a request is aborted)."""
+    start: int = 0
+    """Where ``ids`` begin within their turn: a turn cut by an abort and continued later goes on from its
+    ids (log-probs depend on the position within the turn, so a continued turn matches an uncut one)."""
 
 
 class FakeModel(Protocol):
@@ -106,6 +109,12 @@ class _Generated:
     """SGLang's ``finish_reason`` object."""
     fault: FaultRule | None = None
     """The output fault injected into it, if any (the renderers apply ``logprob_mismatch``)."""
+    start: int = 0
+    """``ModelOutput.start``."""
+
+    @property
+    def log_probs(self) -> list[float]:
+        return [fake_logprob(t, self.start + i) for i, t in enumerate(self.ids)]
 
 
 @dataclass(eq=False, slots=True)
@@ -298,7 +307,7 @@ class SGLangServer(JSONServer):
             "completion_tokens": len(ids),
             "cached_tokens": 0,
             "weight_version": self.weight_version,
-            "output_token_logprobs": [[fake_logprob(t, i), t, None] for i, t in enumerate(ids)],
+            "output_token_logprobs": [[lp, t, None] for lp, t in zip(generated.log_probs, ids, strict=True)],
         }
         return 200, after_render(generated.fault, {"text": self.decode(ids), "output_ids": ids, "meta_info": meta})
 
@@ -330,7 +339,7 @@ class SGLangServer(JSONServer):
         if not isinstance(generated, _Generated):
             return generated
         ids = generated.ids
-        log_probs = [fake_logprob(t, i) for i, t in enumerate(ids)]
+        log_probs = generated.log_probs
         return 200, after_render(
             generated.fault,
             completion_body(
@@ -379,7 +388,7 @@ class SGLangServer(JSONServer):
             ids, finish = ids[:limit], {"type": "length", "length": limit}
         else:
             finish = {"type": "stop", "matched": ids[-1] if ids else None}
-        return _Generated(rid, ids, finish, fault)
+        return _Generated(rid, ids, finish, fault, out.start)
 
     def decode(self, ids: list[int], *, skip_special_tokens: bool = False) -> str:
         tokenizer = getattr(self.policy, "tokenizer", None)

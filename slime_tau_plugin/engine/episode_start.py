@@ -1,0 +1,90 @@
+"""How an episode begins: fresh (open the env, the user, the prompt), or from a suspended episode's state.
+
+A fresh start opens τ's environment for the task, the tooling for its tools, the user simulator and its
+opening, and renders the prompt. A resume builds the same collaborators from an :class:`EpisodeState`
+alone: a fresh environment with the logged calls replayed and checked (``env_log.replay``), the template
+of the same mode and the same prompt ids, the user simulator given back its snapshot, the trajectory,
+counters and clocks as they were. Any disagreement is a :class:`ResumeError` (the sample FAILS naming it).
+"""
+
+from __future__ import annotations
+
+from slime_tau_plugin.engine.env_log import RecordingSession, replay
+from slime_tau_plugin.engine.episode import EpisodeCounters
+from slime_tau_plugin.engine.episode_state import EpisodeState
+from slime_tau_plugin.engine.errors import EnvBackendError, ResumeError
+from slime_tau_plugin.engine.limits import StepLedger
+from slime_tau_plugin.engine.live_episode import EpisodeCalls, LiveEpisode, ResumeStats
+from slime_tau_plugin.engine.resources import EpisodeResources
+from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.engine.users import make_user
+
+
+async def open_fresh(calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, seed: int | None) -> None:
+    """Open the env, the tooling and the user; ``seed`` (the episode's ``sampling_seed``) seeds an LLM user."""
+    session = await calls.env(ep, resources.backend.open, ep.task, resources.env_options)
+    await _tooling_and_user(calls, resources, ep, RecordingSession(session), seed)
+    opening = await calls.user(ep, ep.user.opening())
+    ep.ledger.message()  # τ² counts the user's opening, not its greeting
+    ep.messages = [{"role": "system", "content": session.agent_system_prompt}, {"role": "user", "content": opening}]
+    await calls.env(ep, ep.session.record_message, "user", opening)
+    ep.trajectory = Trajectory(await calls.blocking(ep.template.prompt_ids, ep.messages, error=EnvBackendError))
+
+
+async def resume(
+    calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, state: EpisodeState, seed: int | None
+) -> None:
+    """Rebuild ``ep`` from ``state`` on fresh collaborators, checking that they reach the world it left.
+
+    Raises:
+        ResumeError: a replayed answer, the database hash, the template mode or the prompt ids differ.
+    """
+    fresh = await calls.env(ep, resources.backend.open, ep.task, resources.env_options)
+    session = await calls.env(ep, replay, fresh, state.actions, state.env_hash)
+    await _tooling_and_user(calls, resources, ep, session, seed)
+    if ep.template.mode.value != state.template_mode:
+        raise ResumeError(
+            f"resume: the chat template now computes continuations as {ep.template.mode.value!r}; "
+            f"the suspended episode used {state.template_mode!r}"
+        )
+    prompt = await calls.blocking(ep.template.prompt_ids, list(state.messages[:2]), error=EnvBackendError)
+    if tuple(prompt) != state.prompt_ids:
+        raise ResumeError("resume: the stored prompt ids are not what this tokenizer and template render")
+    ep.user.restore(dict(state.user))
+    ep.trajectory = state.trajectory()
+    if state.open_turn_ids:
+        tail = ep.trajectory.segments[-1] if ep.trajectory.segments else None
+        if tail is None or not tail.is_trainable or state.open_turn_ids > _trailing_model_ids(ep.trajectory):
+            raise ResumeError(f"resume: open_turn_ids={state.open_turn_ids} is more than the model ids that end it")
+        ep.open_turn = ep.trajectory.response_ids[-state.open_turn_ids :]
+    ep.messages = [dict(m) for m in state.messages]
+    ep.num_turns = state.num_turns
+    try:
+        ep.counters = EpisodeCounters(**state.counters)
+    except TypeError as exc:
+        raise ResumeError(f"resume: counters: {exc}") from exc
+    ep.ledger = StepLedger(state.steps, state.errors)
+    ep.policy_s += state.policy_s
+    ep.env_s += state.env_s
+    ep.user_s += state.user_s
+    ep.active_before_s = state.active_s
+    ep.net.retries += state.net_retries
+    ep.resumed = ResumeStats(state.suspensions, state.turns_before)
+
+
+async def _tooling_and_user(
+    calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, session: RecordingSession, seed: int | None
+) -> None:
+    ep.session = session
+    ep.template, ep.parser = await calls.blocking(resources.tooling.get, session.tools, error=EnvBackendError)
+    runner = calls.runner(EnvBackendError)
+    ep.user = await calls.user(ep, make_user(resources.config, session, runner, resources.user_client, seed))
+
+
+def _trailing_model_ids(traj: Trajectory) -> int:
+    count = 0
+    for seg in reversed(traj.segments):
+        if not seg.is_trainable:
+            break
+        count += len(seg.ids)
+    return count
