@@ -133,7 +133,7 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
         --use-dynamic-batch-size --max-tokens-per-gpu {ns.max_tokens_per_gpu} {context}
         --sglang-router-ip {where.hostname} --sglang-router-port {where.port}
         --custom-generate-function-path slime_tau_plugin.generate.generate --custom-config-path {q["tau"]}
-        {faults.filter_flags(ns.filter)}
+        {faults.filter_flags(ns.filter)} {getattr(ns, "extra_flags", "")}
     """)
     args, unknown = get_slime_extra_args_provider()(argparse.ArgumentParser(allow_abbrev=False)).parse_known_args(flags)
     sglang_parser = sglang_arguments.add_sglang_arguments(argparse.ArgumentParser(add_help=False))

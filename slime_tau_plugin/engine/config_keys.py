@@ -164,6 +164,13 @@ class TauKeys(BaseModel):
     failure_window_groups: int | None = setting(
         None, "the failure guard's window in groups (default: slime's rollout_batch_size)", ge=1
     )
+    max_weight_lag: int | None = setting(
+        None,
+        "slime partial/fully-async rollouts: a resumed episode's model turns sampled more than this many weight "
+        "versions before its last turn get loss mask 0 (0 = train only on the newest weights' turns; "
+        "default: keep them, as slime's --mask-offpolicy-in-partial-rollout decides)",
+        ge=0,
+    )
     reward_shaping: float = setting(
         0.0,
         "weight w of τ's partial score in the training reward: τ's reward + w * partial_score (0 when absent); "

@@ -37,8 +37,11 @@ def filler_id(tokenizer: Any) -> int:
 
 def trainable_trajectory(result: EpisodeResult, tokenizer: Any) -> Trajectory:
     """The result's trajectory as a trainer stores it: never empty, and with no trainable id when the
-    episode must not train (:attr:`TerminationReason.is_trainable`)."""
+    episode must not train (:attr:`TerminationReason.is_trainable`). A suspended episode (``result.state``)
+    keeps its trajectory as it is, even empty: it goes on later from exactly these ids."""
     traj = result.trajectory
+    if result.state is not None and traj is not None:
+        return traj
     if traj is None or traj.response_length == 0:  # a fresh copy: the result's own trajectory stays as it was
         filler = filler_id(tokenizer)
         traj = Trajectory(traj.prompt_ids if traj is not None else (filler,))

@@ -174,14 +174,6 @@ def test_unknown_task_fails_the_sample_with_the_reason(tau2_backend, qwen25, qwe
     assert sample.status is Sample.Status.FAILED and "9999" in sample.metadata["error"]
 
 
-def test_partial_rollout_is_rejected_with_a_clear_error(qwen25, qwen25_dir, serve):
-    server = serve(ScriptedModel(qwen25, ["unused"]))
-    args = slime_args(server, qwen25_dir)
-    args.partial_rollout = True
-    with pytest.raises(ConfigError, match="partial-rollout"):
-        asyncio.run(generate(args, Sample(prompt=0), dict(SAMPLING)))
-
-
 def test_unknown_domain_in_config_names_the_valid_values(qwen25, qwen25_dir, serve):
     server = serve(ScriptedModel(qwen25, ["unused"]))
     with pytest.raises(ConfigError, match="airline, retail, telecom"):

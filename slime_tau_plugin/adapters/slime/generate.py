@@ -6,7 +6,8 @@ once, off the loop) with the config's policy client, and writes the result into 
 ``append_response_tokens`` when the class has it, so slime's own top-p/weight-version/cache bookkeeping
 holds). It is the failure boundary: an external failure, or a required setting that is absent, becomes a
 FAILED sample with the reason in ``metadata["error"]``, never an exception into slime. Wrong values
-(an unknown ``tau_*`` key or domain, ``--partial-rollout``) raise :class:`ConfigError` at once.
+(an unknown ``tau_*`` key or domain) raise :class:`ConfigError` at once. slime's partial rollout: an aborted
+episode is suspended into its sample and resumed from it (``partial.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import logging
 import sys
 from typing import Any
 
+from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_tokens, stale_mask, stored_state, suspends
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.data import task_ref_from_sample
 from slime_tau_plugin.engine.episode import EpisodeResult
-from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
+from slime_tau_plugin.engine.episode_state import METADATA_KEY, EpisodeState, segment_states
+from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError, ResumeError
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory, training_reward
 from slime_tau_plugin.engine.policy import require_policy_url
 from slime_tau_plugin.engine.process import process_registry
@@ -32,14 +35,12 @@ logger = logging.getLogger(__name__)
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
     """Play the sample's τ task and fill the sample in place; returns the same object.
 
+    With ``--partial-rollout`` an episode slime aborts is suspended into the sample and resumed when slime
+    hands the sample back (``partial.py``).
+
     Raises:
-        ConfigError: ``--partial-rollout`` is on, or a ``tau_*`` key or value is wrong.
+        ConfigError: a ``tau_*`` key or value is wrong.
     """
-    if getattr(args, "partial_rollout", False):
-        raise ConfigError(
-            "--partial-rollout is not supported by slime_tau_plugin: a τ episode (environment state, simulated "
-            "user) cannot be paused and resumed; remove --partial-rollout"
-        )
     config = TauConfig.from_args(args)
     await play_sample(config, sample, sampling_params, evaluation=evaluation, args=args)
     return sample
@@ -72,8 +73,10 @@ async def play_sample(
         return
     session_id = getattr(sample, "session_id", None)
     headers = {"X-SMG-Routing-Key": str(session_id)} if config.routing_key_header and session_id else None
+    resume = None
     try:
         ref = task_ref_from_sample(getattr(sample, "prompt", None), getattr(sample, "metadata", None), config)
+        resume = stored_state(args, sample)
         result = await run_episode(
             resources,
             resources.policy,
@@ -82,11 +85,16 @@ async def play_sample(
             session_id=session_id,
             headers=headers,
             should_abort=slime_abort_check(args),
+            resume=resume,
+            suspend=suspends(args) and not evaluation,
         )
+    except ResumeError as exc:
+        result = failed_result(config, exc, getattr(resume, "task_ref", None))
     except Exception as exc:  # the failure boundary: nothing reaches slime
         logger.exception("episode for sample index=%s failed before it started", getattr(sample, "index", None))
         result = failed_result(config, exc)
-    fill_sample(args, sample, result, resources.tokenizer, config, evaluation=evaluation)
+    abort_tally().note(result)
+    fill_sample(args, sample, result, resources.tokenizer, config, evaluation=evaluation, resumed=resume)
 
 
 def slime_abort_check(args: Any) -> AbortCheck | None:
@@ -111,14 +119,29 @@ def slime_abort_check(args: Any) -> AbortCheck | None:
 
 
 def fill_sample(
-    args: Any, sample: Any, result: EpisodeResult, tokenizer: Any, config: TauConfig, *, evaluation: bool = False
+    args: Any,
+    sample: Any,
+    result: EpisodeResult,
+    tokenizer: Any,
+    config: TauConfig,
+    *,
+    evaluation: bool = False,
+    resumed: EpisodeState | None = None,
 ) -> None:
-    """Write an episode into slime's Sample (DESIGN §4 invariants hold on return)."""
+    """Write an episode into slime's Sample (DESIGN §4 invariants hold on return).
+
+    A resumed episode keeps the response the sample already holds (slime may have zeroed its mask:
+    ``--mask-offpolicy-in-partial-rollout``) and appends what this step added; a suspended one keeps its
+    trainable ids and leaves its state in ``metadata["tau_episode_state"]``.
+    """
     traj = trainable_trajectory(result, tokenizer)
     termination = result.termination
+    kept = len(resumed.segments) if resumed is not None and result.trajectory is traj else 0
+    held_mask = list(getattr(sample, "loss_mask", None) or []) if kept else []
     if hasattr(sample, "append_response_tokens"):
-        _reset_response(sample, traj)
-        for seg in traj.segments:
+        if not kept:
+            _reset_response(sample, traj)
+        for seg in traj.segments[kept:]:
             sample.append_response_tokens(
                 args,
                 tokens=list(seg.ids),
@@ -131,17 +154,30 @@ def fill_sample(
         sample.response_length = traj.response_length
         sample.loss_mask = traj.loss_mask
         sample.rollout_log_probs = traj.rollout_log_probs
+    if kept or config.max_weight_lag is not None:
+        ours = stale_mask(traj, config.max_weight_lag)
+        mask = [min(a, b) for a, b in zip(held_mask, ours, strict=False)] + ours[len(held_mask) :]
+        sample.loss_mask = mask  # DESIGN §4: a masked id's log-prob is 0.0, whoever masked it
+        sample.rollout_log_probs = [lp if m else 0.0 for lp, m in zip(sample.rollout_log_probs, mask, strict=True)]
     sample.response = tokenizer.decode(traj.response_ids, skip_special_tokens=False) if tokenizer is not None else ""
     sample.status = type(sample).Status[termination.status.name]
     sample.reward = training_reward(result, config, evaluation=evaluation)
-    if termination.is_removed:  # slime drops it (an abort is dropped by slime itself)
-        sample.remove_sample = True
+    if termination.is_removed or hasattr(sample, "remove_sample"):  # slime drops it (and an abort itself)
+        sample.remove_sample = termination.is_removed  # a sample slime hands back (partial rollout) starts clean
     if hasattr(sample, "non_generation_time"):  # slime's rollout perf metrics subtract it from the step time
         sample.non_generation_time = result.timings.env_s + result.timings.user_s
     meta = episode_metadata(result, config)
     if config.reward_shaping > 0:
         meta["task_reward"] = float(result.reward)  # τ's own reward: pass rates are computed from it
-    sample.metadata = {**(getattr(sample, "metadata", None) or {}), **meta}
+    if result.trajectory is not None:
+        meta["tau_model_tokens"] = result.trajectory.num_trainable
+        meta["tau_offpolicy_tokens"] = offpolicy_tokens(result.trajectory)
+        meta["tau_weight_versions"] = [v for v in (s.weight_version for s in segment_states(traj)) if v is not None]
+    merged = {**(getattr(sample, "metadata", None) or {}), **meta}
+    merged.pop(METADATA_KEY, None)
+    if result.state is not None:
+        merged[METADATA_KEY] = result.state.to_json()
+    sample.metadata = merged
 
 
 def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from slime_tau_plugin.adapters.slime.partial import abort_tally, resume_metrics
 from slime_tau_plugin.engine.episode import EpisodeCounters, SampleStatus, TerminationReason
 from slime_tau_plugin.engine.noise import pass_k_intervals
 from slime_tau_plugin.engine.reward_breakdown import reward_breakdown_metrics
@@ -138,8 +139,15 @@ def episode_metrics(
 def log_rollout(
     rollout_id: int, args: Any, samples: Sequence[Any], rollout_extra_metrics: Any, rollout_time: float
 ) -> bool:
-    """slime's ``--custom-rollout-log-function-path`` hook; returns False so slime's own logging runs too."""
-    metrics = episode_metrics(_flatten(samples), ROLLOUT_PREFIX, default_domain=_default_domain(args))
+    """slime's ``--custom-rollout-log-function-path`` hook; returns False so slime's own logging runs too.
+
+    Adds ``rollout/tau/partial/*``: episodes slime aborted since the last step (thrown away or suspended,
+    ``partial.AbortTally``) and, over the step's samples, the share resumed, turns reused, off-policy ids.
+    """
+    flat = _flatten(samples)
+    metrics = episode_metrics(flat, ROLLOUT_PREFIX, default_domain=_default_domain(args))
+    partial = abort_tally().take() | resume_metrics([s.metadata for s in flat if _is_ours(s)])
+    metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in partial.items()}
     emit(args, rollout_id, metrics, "rollout/step")
     return False
 
