@@ -95,7 +95,8 @@ def check(sample, full, rollout_id: int, masked: bool) -> str | None:
     if list(sample.tokens) != traj.ids:
         return "tokens differ"
     ours, want = list(sample.loss_mask), traj.loss_mask
-    if list(sample.rollout_log_probs) != [lp if m else 0.0 for lp, m in zip(traj.rollout_log_probs, ours, strict=True)]:
+    trained = zip(sample.rollout_log_probs, traj.rollout_log_probs, ours, strict=True)
+    if any(got != lp for got, lp, m in trained if m):  # slime zeroes the mask of finished siblings, not their log-probs
         return "rollout log-probs differ"
     if any(a > b for a, b in zip(ours, want, strict=True)):
         return "a template id is trainable"
