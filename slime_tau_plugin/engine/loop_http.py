@@ -1,8 +1,9 @@
 """JSON POSTs over one pooled ``aiohttp`` session per endpoint, bound to the running event loop.
 
 slime runs every rollout on one long-lived loop thread, while tests and the CLI create their own
-loops; a client session cannot be used across loops, so it is created lazily inside the running loop
-and re-created if the loop changes; it is closed when its loop shuts down (``asyncio.run``'s end, through an
+loops, and slime's fully-async rollout runs episodes on a worker thread's loop while evaluation runs on the
+main one, at the same time; a client session cannot be used across loops, so each loop gets its own, created
+lazily inside it; it is closed when its loop shuts down (``asyncio.run``'s end, through an
 async generator the loop finalizes) or, for a loop still running in another thread, at interpreter exit,
 so a script's log never ends with ``Unclosed client session``. aiohttp rather than httpx: httpcore's pool
 scans every connection for every request, so with a few hundred episodes in flight the client itself ate most of the CPU
@@ -17,6 +18,7 @@ import atexit
 import functools
 import json
 import ssl
+import threading
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -77,20 +79,27 @@ class LoopBoundHTTP:
         self.timeout_s = timeout_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
         self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._closer: AsyncIterator[None] | None = None
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSession] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
         _live().add(self)
 
     async def _client(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
+        with self._lock:
+            bound = self._per_loop.get(loop)
+        if bound is None or bound.session.closed:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ssl=shared_ssl_context())
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
-            self._loop = loop
-            self._closer = _close_at_loop_shutdown(self._session)
-            await anext(self._closer)  # the loop now finalizes it in shutdown_asyncgens()
-        return self._session
+            session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+            bound = _LoopSession(session, _close_at_loop_shutdown(session))
+            with self._lock:
+                self._per_loop[loop] = bound
+            await anext(bound.closer)  # the loop now finalizes it in shutdown_asyncgens()
+        return bound.session
+
+    def sessions(self) -> list[tuple[asyncio.AbstractEventLoop, aiohttp.ClientSession]]:
+        """Every (loop, session) this client holds (one per loop that used it)."""
+        with self._lock:
+            return [(loop, bound.session) for loop, bound in self._per_loop.items()]
 
     async def post_json(self, path: str, payload: Any, headers: dict[str, str] | None = None) -> HTTPAnswer:
         """POST ``payload`` as JSON; the status, body and ``Retry-After`` of the answer, whatever the status.
@@ -110,18 +119,26 @@ class LoopBoundHTTP:
             raise TransportError(f"POST {url} failed: {exc!r}") from exc
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
-        self._closer = None
+        """Close this client's session on the running loop (sessions of other loops close with their loop)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            bound = self._per_loop.pop(loop, None)
+        if bound is not None and not bound.session.closed:
+            await bound.session.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _LoopSession:
+    """One loop's session and the async generator that closes it when that loop shuts down."""
+
+    session: aiohttp.ClientSession
+    closer: AsyncIterator[None]
 
 
 async def aclose_all() -> None:
     """Close every session bound to the running loop (call before a short-lived loop ends, e.g. the CLI's)."""
-    loop = asyncio.get_running_loop()
     for http in list(_live()):
-        if http._loop is loop:
-            await http.aclose()
+        await http.aclose()
 
 
 async def _close_at_loop_shutdown(session: aiohttp.ClientSession) -> AsyncIterator[None]:
@@ -137,13 +154,13 @@ async def _close_at_loop_shutdown(session: aiohttp.ClientSession) -> AsyncIterat
 def _close_on_running_loops() -> None:
     """At exit, close sessions whose loop still runs in another thread (slime's rollout loop)."""
     for http in list(_live()):
-        loop, session = http._loop, http._session
-        if session is None or session.closed or loop is None or loop.is_closed() or not loop.is_running():
-            continue
-        try:
-            asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=2)
-        except Exception:  # noqa: BLE001 - best effort while the interpreter exits
-            pass
+        for loop, session in http.sessions():
+            if session.closed or loop.is_closed() or not loop.is_running():
+                continue
+            try:
+                asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=2)
+            except Exception:  # noqa: BLE001 - best effort while the interpreter exits
+                pass
 
 
 def _json_headers(headers: dict[str, str] | None) -> dict[str, str]:

@@ -13,7 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.adapters.slime.advantages import is_failed, post_process_rewards, reward_value
+from slime_tau_plugin.adapters.slime.advantages import post_process_rewards
+from slime_tau_plugin.adapters.slime.group_filter import reset_guard
+from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
+from slime_tau_plugin.engine.errors import FailureGuardError
 from tests.contracts.slime_sample import Sample
 
 ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")
@@ -100,6 +103,7 @@ def test_all_pass_group_with_a_failure_has_no_signal():
 
 def test_all_failed_group_and_single_survivor_get_zero_while_other_groups_normalise():
     args = args_for("grpo", n=3, batch=3)
+    args.tau_max_failed_share = 1.0  # the failure guard (which this step would trip) never stops
     samples = [failed(), failed(), failed(), failed(), ok(1.0), failed(), ok(1.0), ok(0.0), ok(0.5)]
     _, adv = post_process_rewards(args, samples)
     assert adv[:6] == [0.0] * 6
@@ -149,3 +153,23 @@ def test_equals_slimes_own_method_when_slime_is_importable():
             raw, adv = post_process_rewards(args, samples)
             assert raw == slime_raw
             assert adv == pytest.approx(slime_adv, rel=1e-5, abs=1e-5)
+
+
+def _user_failed() -> Sample:
+    meta = {"termination_reason": "user_error", "failed_endpoint": "user", "error": "UserSimulatorError: refused"}
+    return Sample(reward=0.0, status=Sample.Status.FAILED, remove_sample=True, metadata=meta)
+
+
+def test_groups_no_filter_saw_feed_the_failure_guard_every_step():
+    """slime's fully-async rollout runs no dynamic filter: the reward post-process (called every step, every
+    mode) must stop a run whose user simulator is dead, naming it, and leave groups a filter saw alone."""
+    reset_guard()
+    args = args_for("grpo", n=2, batch=2)
+    seen = [_user_failed() for _ in range(4)]
+    for sample in seen:
+        sample.metadata["tau_group_filter"] = "failed_user"  # keep_group saw these and counted them already
+    post_process_rewards(args, seen)
+    with pytest.raises(FailureGuardError, match="FAILED on the user simulator") as raised:
+        post_process_rewards(args, [_user_failed() for _ in range(4)])
+    assert raised.value.endpoint == "user" and raised.value.failed == 4
+    reset_guard()

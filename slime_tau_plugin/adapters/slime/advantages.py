@@ -12,8 +12,9 @@ formula: the same estimators, ``rewards_normalization`` and ``grpo_std_normaliza
 ``n_samples_per_prompt`` when the batch is full (else one group, as slime does), torch's unbiased std and
 ``+ 1e-6``. A group with one surviving sample gets 0 (slime's torch std of one value is NaN).
 
-Also the one place that says what "failed" means for a sample (:func:`is_failed`) and how its reward is
-read (:func:`reward_value`); the group filter and the all-samples log use both. Imports no slime.
+slime calls it every step in every rollout mode, so it also feeds the run's failure guard the groups no dynamic
+filter saw (slime's fully-async rollout runs none): a dead endpoint stops those runs too (``group_filter.py``).
+What "failed" means for a sample and how its reward is read live in ``sample_view.py``. Imports no slime.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from slime_tau_plugin.adapters.slime.group_filter import observe_unfiltered
+from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
+
 __all__ = ["GROUP_ESTIMATORS", "STD_ESTIMATORS", "group_slices", "is_failed", "post_process_rewards", "reward_value"]
 
 GROUP_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
@@ -29,23 +33,6 @@ GROUP_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
 STD_ESTIMATORS = ("grpo", "gspo", "cispo")
 """Estimators that also divide by the group std unless ``--disable-grpo-std-normalization``."""
 STD_EPS = 1e-6
-
-
-def is_failed(sample: Any) -> bool:
-    """True for an episode that must not count: FAILED status or ``remove_sample`` set."""
-    status = getattr(sample, "status", None)
-    return bool(getattr(sample, "remove_sample", False)) or getattr(status, "name", None) == "FAILED"
-
-
-def reward_value(args: Any, sample: Any) -> float:
-    """The scalar reward slime trains on: ``reward[args.reward_key]`` if that is set, else ``reward``.
-
-    What ``Sample.get_reward_value`` returns, without its hard read of ``args.reward_key`` (slime's own
-    hook contract test calls post-processes with an ``args`` that has no attributes).
-    """
-    key = getattr(args, "reward_key", None)
-    reward = sample.reward[key] if key else sample.reward
-    return float(reward)
 
 
 def group_slices(args: Any, count: int) -> list[range]:
@@ -63,6 +50,7 @@ def post_process_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[float]
     Returns ``(raw_rewards, rewards)``: the rewards as the samples hold them (slime logs them as
     ``raw_reward``) and what slime turns into advantages (a failed sample's is 0, whatever the estimator).
     """
+    observe_unfiltered(args, [[samples[i] for i in group] for group in group_slices(args, len(samples))])
     raw = [reward_value(args, s) for s in samples]
     failed = [is_failed(s) for s in samples]
     estimator = getattr(args, "advantage_estimator", "grpo")

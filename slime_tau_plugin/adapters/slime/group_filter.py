@@ -22,11 +22,11 @@ import logging
 import statistics
 import threading
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slime_tau_plugin.adapters.slime.advantages import is_failed, reward_value
+from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.episode import TerminationReason
 from slime_tau_plugin.engine.errors import FailedEndpoint, FailureGuardError
@@ -42,6 +42,7 @@ __all__ = [
     "failure_endpoint",
     "guard_settings",
     "keep_group",
+    "observe_unfiltered",
     "reset_guard",
 ]
 
@@ -234,6 +235,31 @@ def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
         if isinstance(getattr(sample, "metadata", None), dict):
             sample.metadata["tau_group_filter"] = reason or KEPT
     return _output(reason is None, reason)
+
+
+def observe_unfiltered(args: Any, groups: Iterable[Sequence[Any]]) -> None:
+    """Feed the failure guard the groups :func:`keep_group` did not see (no ``tau_group_filter`` verdict).
+
+    slime's fully-async rollout runs no dynamic filter; its reward post-process (``advantages.py``) runs
+    every step in every mode and calls this, so a dead endpoint stops that run as well, once per group.
+
+    Raises:
+        FailureGuardError: as :func:`keep_group`.
+    """
+    guard: FailureGuard | None = None
+    for group in groups:
+        metas = [getattr(s, "metadata", None) for s in group]
+        if not group or any(isinstance(m, dict) and "tau_group_filter" in m for m in metas):
+            continue
+        guard = guard or _run_window().guard_for(guard_settings(args))
+        try:
+            guard.observe(group)
+        except FailureGuardError as exc:
+            logger.error("%s", exc)
+            raise
+        for meta in metas:
+            if isinstance(meta, dict):
+                meta["tau_group_filter"] = "unfiltered"
 
 
 def _output(keep: bool, reason: str | None) -> Any:
