@@ -185,9 +185,16 @@ tau_build_commands() {
     local -a rollout=(--prompt-data "$TRAIN_DATA" --input-key index --metadata-key metadata --rollout-shuffle
         --num-rollout "$NUM_ROLLOUT" --rollout-batch-size "$ROLLOUT_BATCH_SIZE"
         --n-samples-per-prompt "$N_SAMPLES_PER_PROMPT" --over-sampling-batch-size "$OVER_SAMPLING_BATCH_SIZE"
-        --dynamic-sampling-filter-path "$DYNAMIC_FILTER"
         --rollout-max-response-len "$MAX_TOKENS_PER_TURN" --rollout-max-context-len "$ROLLOUT_MAX_CONTEXT_LEN"
         --rollout-temperature "$ROLLOUT_TEMPERATURE" --global-batch-size "$GLOBAL_BATCH_SIZE" --balance-data)
+    case $ROLLOUT_MODE in # the failure guard: slime's dynamic filter, or (fully async: none runs) the reward hook
+        default) rollout+=(--dynamic-sampling-filter-path "$DYNAMIC_FILTER") ;;
+        partial) rollout+=(--dynamic-sampling-filter-path "$DYNAMIC_FILTER" --partial-rollout) ;;
+        fully_async) rollout+=(--partial-rollout
+            --rollout-function-path slime.rollout.fully_async_rollout.generate_rollout_fully_async
+            --eval-function-path slime.rollout.sglang_rollout.generate_rollout) ;; # slime's default eval would be the former, which refuses
+    esac
+    [[ $ROLLOUT_MODE == default || $MASK_OFFPOLICY != 1 ]] || rollout+=(--mask-offpolicy-in-partial-rollout)
     local -a eval=(--eval-interval "$EVAL_INTERVAL" --eval-config "$EVAL_CONFIG_RUN"
         --n-samples-per-eval-prompt "$N_SAMPLES_PER_EVAL_PROMPT" --eval-temperature "$EVAL_TEMPERATURE"
         --eval-max-response-len "$MAX_TOKENS_PER_TURN")
@@ -215,7 +222,7 @@ tau_build_commands() {
     local -a wandb=()
     # the key itself stays in the environment (Ray workers inherit it; wandb reads WANDB_API_KEY)
     [[ -z ${WANDB_API_KEY:-} ]] || wandb=(--use-wandb --wandb-project "$WANDB_PROJECT" --wandb-group "$WANDB_GROUP")
-    TRAIN_CMD=(python3 "${SLIME_DIR:-\$SLIME_DIR}/train.py" "${cluster[@]}" "${MODEL_ARGS[@]}" "${ckpt[@]}"
+    TRAIN_CMD=(python3 "${SLIME_DIR:-\$SLIME_DIR}/$TRAIN_ENTRY" "${cluster[@]}" "${MODEL_ARGS[@]}" "${ckpt[@]}"
         "${rollout[@]}" "${eval[@]}" "${perf[@]}" "${grpo[@]}" "${optimizer[@]}" "${sglang[@]}" "${misc[@]}"
         "${custom[@]}" "${wandb[@]}" "${TAU_EXTRA_ARGS[@]}")
 

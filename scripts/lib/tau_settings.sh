@@ -26,7 +26,18 @@ tau_defaults() {
     : "${EVAL_CONFIG:=}" "${TAU_STATE_DIR:=$(dirname -- "$RUN_DIR")/.launch_state}" "${CLEAN_STALE:=0}"
     # GPUs: training (+ colocated rollout engines) vs the user simulator, as CUDA device lists (per node).
     # USER_SIM_GPUS= (set and empty) means none: with a hosted or scripted user all GPUs can train.
-    : "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}" "${COLOCATE:=1}" "${NUM_NODES:=1}"
+    # slime's rollout mode: default (each step's over-sampled episodes still running at its end are thrown away),
+    # partial (--partial-rollout: they resume next step), fully_async (slime's background worker keeps episodes
+    # in flight across steps, with partial rollout; slime's train_async.py, which refuses --colocate)
+    : "${ROLLOUT_MODE:=default}" "${MASK_OFFPOLICY:=1}"
+    case "$ROLLOUT_MODE" in
+        default | partial) : "${COLOCATE:=1}" ;;
+        fully_async) : "${COLOCATE:=0}" ;;
+        *) tau_die "ROLLOUT_MODE=$ROLLOUT_MODE is unknown; expected default, partial or fully_async" ;;
+    esac
+    TRAIN_ENTRY=train.py
+    [[ $ROLLOUT_MODE != fully_async ]] || TRAIN_ENTRY=train_async.py
+    : "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}" "${NUM_NODES:=1}"
     : "${TP_SIZE:=2}" "${CP_SIZE:=1}" "${MAX_TOKENS_PER_GPU:=16384}"
     : "${ROLLOUT_GPUS_PER_ENGINE:=1}" "${SGLANG_MEM_FRACTION:=0.7}" "${ROUTER_POLICY:=}"
     NUM_TRAIN_GPUS=$(tau_count "$TRAIN_GPUS")
@@ -87,7 +98,10 @@ tau_checks() {
     [[ $DRY_RUN == 1 || -n $SLIME_DIR ]] ||
         tau_die "SLIME_DIR is not set; point it at slime's checkout (/root/slime in the slimerl/slime image), or use DRY_RUN=1"
     if [[ -n $SLIME_DIR ]]; then
-        tau_need_path SLIME_DIR/train.py "$SLIME_DIR/train.py"
+        tau_need_path "SLIME_DIR/$TRAIN_ENTRY" "$SLIME_DIR/$TRAIN_ENTRY"
+        [[ $ROLLOUT_MODE != fully_async ]] ||
+            tau_need_path "SLIME_DIR/slime/rollout/fully_async_rollout.py (ROLLOUT_MODE=fully_async)" \
+                "$SLIME_DIR/slime/rollout/fully_async_rollout.py"
         tau_need_path MODEL_SCRIPT "$SLIME_DIR/scripts/models/$MODEL_SCRIPT"
     else
         TAU_MISSING+=("SLIME_DIR (not set; MODEL_ARGS are shown as a placeholder)")
@@ -114,6 +128,9 @@ tau_check_layout() {
     [[ $NUM_NODES =~ ^[1-9][0-9]*$ ]] || tau_die "NUM_NODES=$NUM_NODES; expected a whole number >= 1"
     [[ $DEBUG_ROLLOUT_EVERY =~ ^[0-9]+$ && $KEEP_CHECKPOINTS =~ ^[0-9]+$ ]] ||
         tau_die "DEBUG_ROLLOUT_EVERY=$DEBUG_ROLLOUT_EVERY and KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS must be whole numbers (0: off / keep all)"
+    [[ $MASK_OFFPOLICY == 0 || $MASK_OFFPOLICY == 1 ]] || tau_die "MASK_OFFPOLICY=$MASK_OFFPOLICY; expected 1 or 0"
+    [[ $ROLLOUT_MODE != fully_async || $COLOCATE != 1 ]] ||
+        tau_die "ROLLOUT_MODE=fully_async runs slime's train_async.py, which refuses --colocate: set COLOCATE=0 (rollout engines on GPUs of their own) or use ROLLOUT_MODE=partial"
     if ((NUM_NODES > 1)); then
         [[ $COLOCATE == 1 ]] ||
             tau_die "COLOCATE=0 with NUM_NODES=$NUM_NODES is not supported by these scripts; use COLOCATE=1 on several nodes (or one node with COLOCATE=0)"

@@ -701,3 +701,57 @@ def test_a_user_simulator_that_dies_while_training_runs_stops_the_run_with_its_l
     assert trainer is not None and not alive, "the job the script submitted is stopped too"
     ray_calls = [line.split(" | ")[0].split()[:2] for line in (tmp_path / "ray.log").read_text().splitlines()]
     assert ray_calls[-2:] == [["job", "stop"], ["stop"]]
+
+
+FULLY_ASYNC = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
+
+
+@pytest.mark.parametrize(
+    ("mode", "env", "entry", "wanted", "absent"),
+    [
+        ("partial", {}, "train.py", ["--partial-rollout", "--mask-offpolicy-in-partial-rollout", "--colocate"], []),
+        (
+            "partial",
+            {"MASK_OFFPOLICY": "0"},
+            "train.py",
+            ["--partial-rollout"],
+            ["--mask-offpolicy-in-partial-rollout"],
+        ),
+        (
+            "fully_async",
+            {},
+            "train_async.py",
+            ["--partial-rollout", "--mask-offpolicy-in-partial-rollout", "--rollout-function-path"],
+            ["--colocate", "--dynamic-sampling-filter-path"],
+        ),
+    ],
+)
+def test_rollout_mode_switches_slimes_flags_and_entry_point(tmp_path, mode, env, entry, wanted, absent):
+    script = ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh"
+    result = run_script(script, tmp_path, ROLLOUT_MODE=mode, **env)
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.split("train command:\n", 1)[1]
+    assert shlex.split(command.replace("\\\n", " "))[1].endswith("/" + entry)
+    flags = train_flags(result.stdout)
+    assert all(flag in flags for flag in wanted), [f for f in wanted if f not in flags]
+    assert not any(flag in flags for flag in absent), [f for f in absent if f in flags]
+    if mode == "fully_async":  # slime's eval would default to the fully-async function, which refuses evaluation
+        assert flags["--rollout-function-path"] == [FULLY_ASYNC]
+        assert flags["--eval-function-path"] == ["slime.rollout.sglang_rollout.generate_rollout"]
+        assert flags["--custom-reward-post-process-path"] == [
+            "slime_tau_plugin.adapters.slime.advantages.post_process_rewards"
+        ]  # where the failure guard sees every group when no dynamic filter runs
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ROLLOUT_MODE": "sync"}, "ROLLOUT_MODE=sync is unknown; expected default, partial or fully_async"),
+        ({"ROLLOUT_MODE": "fully_async", "COLOCATE": "1"}, "refuses --colocate: set COLOCATE=0"),
+        ({"ROLLOUT_MODE": "partial", "MASK_OFFPOLICY": "yes"}, "MASK_OFFPOLICY=yes; expected 1 or 0"),
+    ],
+)
+def test_a_rollout_mode_the_scripts_cannot_serve_is_refused_by_the_dry_run(tmp_path, env, message):
+    result = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, **env)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "train command" not in result.stdout
