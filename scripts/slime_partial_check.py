@@ -160,6 +160,7 @@ def main() -> int:
                         len(getattr(data_source, "buffer", [])),
                     )
                 )
+            all_turns = [r.num_turns for r in asyncio.run(uninterrupted(args, data_source.dataset.samples))]
         finally:
             server.terminate()
             server.wait(10)
@@ -171,6 +172,15 @@ def main() -> int:
             f"{r[0]:>4}  {r[1]:>4}  {r[2]:>7}  {r[3]:>12}  {r[4]:>17}  {r[5]:>11}({r[6]:>4})  {r[7]:>10}  {r[8]}  "
             f"{r[9]:.1f}  {r[10]}"
         )
+    kept_turns = [t for r in rows[1:] for t, c in r[8].items() for _ in range(c)]  # steps 2+: a full pipeline
+    every = sorted(all_turns)
+    print(
+        f"\nturns per episode, kept in steps 2+: mean {sum(kept_turns) / max(1, len(kept_turns)):.2f}, "
+        f"hist {dict(sorted(collections.Counter(kept_turns).items()))}\n"
+        f"turns per episode, every task of the split (uninterrupted): mean {sum(every) / max(1, len(every)):.2f}, "
+        f"hist {dict(sorted(collections.Counter(every).items()))}\n"
+        f"policy turns thrown away per step (steps 2+): {sum(r[6] for r in rows[1:]) / max(1, len(rows) - 1):.1f}"
+    )
     if not ns.no_partial and not any(r[2] for r in rows[1:]):
         failures.append("no episode was resumed in steps 2+: nothing was in flight at an abort (raise --latency-ms)")
     print("\n".join(failures[:20]) or "PASS: every kept sample equals its uninterrupted episode, reward 1.0")
