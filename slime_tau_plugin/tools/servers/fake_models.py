@@ -46,11 +46,12 @@ class _TextModel:
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         cut = text.rfind(self.generation_prompt)
         started = "" if cut < 0 else text[cut + len(self.generation_prompt) :]
-        if not started:
-            return ModelOutput(tuple(self._turn_ids(text)))
-        turn = self._turn_ids(text[: cut + len(self.generation_prompt)])
-        done = next((k for k in range(min(len(turn), len(ids)), 0, -1) if ids[-k:] == turn[:k]), 0)
-        return ModelOutput(tuple(turn[done:]), start=done)
+        if started:  # a turn cut mid-generation ends the input only if all that follows the prompt is its start
+            turn = self._turn_ids(text[: cut + len(self.generation_prompt)])
+            done = next((k for k in range(min(len(turn) - 1, len(ids)), 0, -1) if ids[-k:] == turn[:k]), 0)
+            if done and self.tokenizer.decode(ids[-done:], skip_special_tokens=False) == started:
+                return ModelOutput(tuple(turn[done:]), start=done)
+        return ModelOutput(tuple(self._turn_ids(text)))
 
     def _turn_ids(self, text: str) -> list[int]:
         return self.template.encode(self.reply(text)) + self.template.eot_ids
