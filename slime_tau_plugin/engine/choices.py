@@ -62,6 +62,15 @@ class NLAssertionMode(Choice):
     """Leave them out of the reward (said in ``reward_info``)."""
 
 
+class ToolsInPrompt(Choice):
+    """``tau_tools_in_prompt``: how τ's tool schemas reach the model's prompt."""
+
+    TEMPLATE = "template"
+    """The chat template renders them (``tools=``); a template that ignores them is refused."""
+    SYSTEM = "system"
+    """Appended to the system message, with the call format of ``tau_tool_call_parser`` (``tool_prompt.py``)."""
+
+
 class AgentErrorRule(Choice):
     """``tau_agent_error_rule``: which agent turns end the episode ``agent_error`` (scored 0), as τ²'s orchestrator.
 

@@ -12,7 +12,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from slime_tau_plugin.engine.choices import AgentErrorRule, NLAssertionMode, PolicyApi, RewardMode, UserKind
+from slime_tau_plugin.engine.choices import (
+    AgentErrorRule,
+    NLAssertionMode,
+    PolicyApi,
+    RewardMode,
+    ToolsInPrompt,
+    UserKind,
+)
 from slime_tau_plugin.engine.config_fields import setting
 from slime_tau_plugin.engine.envs import BENCHMARKS
 
@@ -32,6 +39,11 @@ class TauKeys(BaseModel):
     tool_call_parser: str = setting("qwen25", "SGLang FunctionCallParser name of the policy's tool-call format")
     reasoning_parser: str | None = setting(
         None, "SGLang ReasoningParser name, e.g. qwen3, for models that think (default: none, no split)"
+    )
+    tools_in_prompt: ToolsInPrompt = setting(
+        ToolsInPrompt.TEMPLATE,
+        "how τ's tool schemas reach the prompt: template (the chat template's tools=; a template that ignores them "
+        "is refused) or system (appended to the system message in tau_tool_call_parser's call format)",
     )
     enable_thinking: bool | None = setting(None, "passed to the chat template as enable_thinking when set (Qwen3)")
     user: UserKind = setting(

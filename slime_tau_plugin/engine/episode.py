@@ -167,6 +167,8 @@ class EpisodeResult:
     template_mode: str = ""
     """How the chat template's continuations were computed (``templates.TemplateMode``: ``anchored`` or
     ``rendered_history``); empty when the episode failed before its template was known."""
+    tools_in_prompt: str = ""
+    """How the tool schemas reached the prompt (``choices.ToolsInPrompt``: ``template`` or ``system``)."""
     net_info: dict[str, Any] = field(default_factory=dict)
     """Retries, outage and slot waits, the LLM user's identity, seed and token usage (``endpoints.NetStats``),
     and how often the episode was suspended and resumed (``live_episode.ResumeStats``)."""

@@ -102,6 +102,7 @@ class LiveEpisode:
             timings=EpisodeTimings(self.policy_s, self.env_s, self.user_s, self.active_s()),
             net_info={**self.net.as_metadata(), **self.user_info, **self.resumed.as_metadata()},
             template_mode=self.template.mode.value if self.template is not None else "",
+            tools_in_prompt=self.template.tools_in.value if self.template is not None else "",
             state=state,
         )
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.engine.chat_client import ChatClient
+from slime_tau_plugin.engine.choices import ToolsInPrompt
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, get_backend
 from slime_tau_plugin.engine.errors import MissingSettingError
@@ -33,6 +34,7 @@ from slime_tau_plugin.engine.process import BackendWrapper, process_registry
 from slime_tau_plugin.engine.template_probe import PROBE_TOOLS
 from slime_tau_plugin.engine.templates import ChatTemplate, load_tokenizer
 from slime_tau_plugin.engine.tool_calls import ToolCallParser, check_parser_names
+from slime_tau_plugin.engine.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.users import user_client
 
 logger = logging.getLogger(__name__)
@@ -54,20 +56,25 @@ class ToolingCache:
         self._tokenizer, self._config = tokenizer, config
         self._cache: dict[str, tuple[ChatTemplate, ToolCallParser]] = {}
         self._lock = threading.Lock()
-        kwargs = {} if config.enable_thinking is None else {"enable_thinking": config.enable_thinking}
-        ChatTemplate(tokenizer, PROBE_TOOLS, kwargs)
+        self._template(PROBE_TOOLS)
 
     def get(self, tools: list[dict[str, Any]]) -> tuple[ChatTemplate, ToolCallParser]:
         key = json.dumps(tools, sort_keys=True)
         with self._lock:
             if key not in self._cache:
                 cfg = self._config
-                kwargs = {} if cfg.enable_thinking is None else {"enable_thinking": cfg.enable_thinking}
                 self._cache[key] = (
-                    ChatTemplate(self._tokenizer, tools, kwargs),
+                    self._template(tools),
                     ToolCallParser(tools, cfg.tool_call_parser, cfg.reasoning_parser),
                 )
             return self._cache[key]
+
+    def _template(self, tools: list[dict[str, Any]]) -> ChatTemplate:
+        """The template for ``tools``, given them the way ``tau_tools_in_prompt`` says."""
+        cfg = self._config
+        kwargs = {} if cfg.enable_thinking is None else {"enable_thinking": cfg.enable_thinking}
+        text = tools_system_text(tools, cfg.tool_call_parser) if cfg.tools_in_prompt is ToolsInPrompt.SYSTEM else None
+        return ChatTemplate(self._tokenizer, tools, kwargs, text)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -24,7 +24,16 @@ from typing import Any
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.template_text import TemplateMode, TemplateText, refuse
 
-__all__ = ["PROBE_TOOLS", "Fidelity", "ProbeResult", "TemplateMode", "check_harmony", "probe_template", "refuse"]
+__all__ = [
+    "PROBE_TOOLS",
+    "Fidelity",
+    "ProbeResult",
+    "TemplateMode",
+    "check_harmony",
+    "probe_template",
+    "refuse",
+    "tools_missing",
+]
 
 Message = dict[str, Any]
 
@@ -171,6 +180,28 @@ def _roll(
         held.turns.append((model, cont))
         held.messages.append(list(messages))
     return held
+
+
+def tools_missing(ct: TemplateText) -> list[str]:
+    """The episode's tools whose name or parameter names the template does not put in the prompt.
+
+    Renders a short opening with the template's tools (or its system text) and bare; every tool's name and
+    parameter names must occur more often in the first. A template that ignores ``tools`` misses them all.
+    """
+    if not ct.schemas:
+        return []
+    opening = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    shown = ct.render(opening, add_generation_prompt=True)
+    bare = ct.tokenizer.apply_chat_template(
+        opening, tools=None, tokenize=False, add_generation_prompt=True, **ct.template_kwargs
+    )
+    missing = []
+    for tool in ct.schemas:
+        function = tool.get("function") or tool
+        names = [function.get("name") or "", *((function.get("parameters") or {}).get("properties") or {})]
+        if any(shown.count(name) <= bare.count(name) for name in names if name):
+            missing.append(str(function.get("name")))
+    return missing
 
 
 def _check_renders(ct: TemplateText, conversation: list[Message]) -> None:

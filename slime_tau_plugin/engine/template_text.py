@@ -78,6 +78,16 @@ class TemplateMode(str, enum.Enum):
     """The template carries state across turns: the whole history is rendered, the new text is tokenized."""
 
 
+def with_system_text(messages: Sequence[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """``messages`` with ``text`` appended to the first system message (one is put first when there is none)."""
+    out = [dict(m) for m in messages]
+    for message in out:
+        if message.get("role") == "system":
+            message["content"] = f"{message.get('content') or ''}{text}"
+            return out
+    return [{"role": "system", "content": text.lstrip()}, *out]
+
+
 def refuse(template_name: str, reason: str) -> ConfigError:
     """The one-line refusal of a tokenizer's chat template."""
     return ConfigError(" ".join(f"tokenizer {template_name!r} cannot run τ episodes: {reason}".split()))
@@ -91,8 +101,12 @@ class TemplateText:
         tokenizer: PreTrainedTokenizerBase,
         tools: Sequence[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
+        system_text: str | None = None,
     ) -> None:
         """Find the end-of-turn; continuations default to :attr:`TemplateMode.ANCHORED` until a probe says otherwise.
+
+        ``system_text``: the tool schemas as text for the system message (``tool_prompt.py``); the template then
+        gets no ``tools`` (``tau_tools_in_prompt: system``).
 
         Raises:
             ConfigError: one line naming the tokenizer: no chat template, or one that cannot render system, user,
@@ -102,7 +116,10 @@ class TemplateText:
         if getattr(tokenizer, "chat_template", None) is None:
             raise refuse(self.name, "it has no chat_template; use an instruct/chat model's tokenizer")
         self.tokenizer = tokenizer
-        self.tools = list(tools) if tools else None
+        self.system_text = system_text
+        self.tools = None if system_text is not None else (list(tools) if tools else None)
+        self.schemas = list(tools) if tools else None
+        """The episode's tool schemas, however they reach the prompt."""
         self.template_kwargs = dict(template_kwargs or {})
         self._pieces = _PieceCache(tokenizer)
         self._continuation_tools = self.tools
@@ -115,6 +132,8 @@ class TemplateText:
             raise refuse(self.name, f"its chat template cannot render system, user, assistant: {exc}") from exc
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool, tools: Any = _OWN_TOOLS) -> str:
+        if self.system_text is not None:
+            messages = with_system_text(messages, self.system_text)
         return self.tokenizer.apply_chat_template(
             list(messages),
             tools=self.tools if tools is _OWN_TOOLS else tools,

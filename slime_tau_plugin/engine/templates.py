@@ -21,8 +21,15 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from slime_tau_plugin.engine.template_probe import Fidelity, ProbeResult, check_harmony, probe_template
-from slime_tau_plugin.engine.template_text import TemplateMode, TemplateText, default_tokenizer_dir, load_tokenizer
+from slime_tau_plugin.engine.choices import ToolsInPrompt
+from slime_tau_plugin.engine.template_probe import Fidelity, ProbeResult, check_harmony, probe_template, tools_missing
+from slime_tau_plugin.engine.template_text import (
+    TemplateMode,
+    TemplateText,
+    default_tokenizer_dir,
+    load_tokenizer,
+    refuse,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -40,16 +47,30 @@ class ChatTemplate(TemplateText):
         tokenizer: PreTrainedTokenizerBase,
         tools: Sequence[dict[str, Any]] | None = None,
         template_kwargs: dict[str, Any] | None = None,
+        system_text: str | None = None,
     ) -> None:
         """Refuse harmony, build the arithmetic, then probe it (``template_probe``) with ``tools``.
 
+        ``system_text``: ``tools`` as text for the system message (``tau_tools_in_prompt: system``).
+
         Raises:
             ConfigError: one line naming the tokenizer: no chat template, harmony (gpt-oss), a template that
-                cannot render a τ conversation or closes no assistant turn.
+                cannot render a τ conversation, closes no assistant turn or leaves ``tools`` out of the prompt.
         """
         check_harmony(tokenizer, str(getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__))
-        super().__init__(tokenizer, tools, template_kwargs)
-        self.probe: ProbeResult = probe_template(TemplateText(tokenizer, tools, template_kwargs))  # a complete one
+        super().__init__(tokenizer, tools, template_kwargs, system_text)
+        self.tools_in = ToolsInPrompt.TEMPLATE if system_text is None else ToolsInPrompt.SYSTEM
+        probed = TemplateText(tokenizer, tools, template_kwargs, system_text)  # a complete one
+        self.probe: ProbeResult = probe_template(probed)
+        if missing := tools_missing(self):
+            shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+            raise refuse(
+                self.name,
+                f"its chat template leaves {len(missing)} of {len(self.schemas)} tool schemas out of the prompt "
+                f"({shown}): a model trained on it never sees the tools it is scored on; use a chat template that "
+                "renders tools=, or set tau_tools_in_prompt: system (CLI --tools-in-prompt system) to put them in "
+                "the system message",
+            )
         self.mode = self.probe.mode
         new = [{"role": "tool", "content": "T"}, {"role": "user", "content": "U2"}]
         if self.tools and self._anchored_text(new) == self._anchored_text(new, tools=None):

@@ -35,8 +35,13 @@ _CHATML = (
     + "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
 
+_TOOLS_FIRST = (  # the tool schemas ahead of the conversation, as a template that renders tools= must
+    "{%- if tools -%}{{- '<|im_start|>tools\\n' -}}{%- for t in tools -%}{{- (t | tojson) + '\\n' -}}{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}{%- endif -%}"
+)
+
 _THINK = (
-    "{%- set ns = namespace(last_user=-1) -%}"
+    _TOOLS_FIRST + "{%- set ns = namespace(last_user=-1) -%}"
     "{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}"
     "{%- endfor -%}"
     "{%- for m in messages -%}"
@@ -58,6 +63,7 @@ _THINK = (
 )
 
 _TEXT_EOT = (
+    "{%- if tools -%}{{- '### tools:\\n' + (tools | tojson) + 'END\\n' -}}{%- endif -%}"
     "{%- for m in messages -%}{{- '### ' + m.role + ':\\n' + m.content + 'END\\n' -}}{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '### assistant:\\n' -}}{%- endif -%}"
 )

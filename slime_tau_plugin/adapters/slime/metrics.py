@@ -146,8 +146,11 @@ def log_rollout(
     """
     flat = _flatten(samples)
     metrics = episode_metrics(flat, ROLLOUT_PREFIX, default_domain=_default_domain(args))
-    partial = abort_tally().take() | resume_metrics([s.metadata for s in flat if _is_ours(s)])
-    metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in partial.items()}
+    ours = [s.metadata for s in flat if _is_ours(s)]
+    tally = abort_tally().take()
+    if ours or any(tally.values()):
+        partial = tally | resume_metrics(ours)
+        metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in partial.items()}
     emit(args, rollout_id, metrics, "rollout/step")
     return False
 
