@@ -7,9 +7,9 @@ judge. Three things must hold per endpoint, not per request:
   its answer is read, so the request's own timeout never counts the wait for a slot.
 - **Outages cost time, not samples**: when every request to an endpoint that has answered before fails,
   the requests wait for it (jittered backoff) instead of failing their episodes, up to
-  ``tau_outage_tolerance_s`` counted from the endpoint's first failure since its last success. One log line
-  per endpoint per minute says so. An endpoint that never answered in this process (a wrong URL, a server
-  not started) is not waited for: its episodes fail after their own tries, in seconds.
+  ``tau_outage_tolerance_s`` counted from the endpoint's first failure since its last success (of a request sent
+  after that failure). One log line per endpoint per minute says so. An endpoint that never answered in this process
+  (a wrong URL, a server not started) is not waited for: its episodes fail after their own tries, in seconds.
 - **A breaker**: past the tolerance the endpoint is *down*: requests fail at once with the endpoint named
   (one probe request every few seconds is let through), and the first success closes it again.
 
@@ -127,7 +127,7 @@ def episode_stats(stats: NetStats):
 class EndpointGuard:
     """One endpoint's shared state (see the module docstring); only its own methods change it.
 
-    A request goes: ``await admit()``, ``async with slot(stats)``, then ``record_success()`` or
+    A request goes: ``await admit()``, ``async with slot(stats)``, then ``record_success(sent_at)`` or
     ``record_failure(exc)``; once its own tries are spent, ``await wait_out(...)`` decides between waiting
     out an outage and failing. ``settle_probe()`` ends a request that got neither answer (cancelled, a
     non-transient error).
@@ -140,6 +140,7 @@ class EndpointGuard:
     """A request succeeded once in this process: only then is a failing streak an outage to wait out."""
     openings: int = 0
     """Times the breaker opened (the soak's report)."""
+    answers: int = 0
     _down_since: float | None = None
     """``monotonic()`` of the first failure since the last success; None while the endpoint answers."""
     _is_open: bool = False
@@ -195,8 +196,13 @@ class EndpointGuard:
         if probe is not None and not probe.done():
             probe.set_result(None)
 
-    def record_success(self) -> None:
-        """A request got an answer: the outage (if any) is over and the breaker closes."""
+    def record_success(self, sent_at: float) -> None:
+        """A request sent at ``sent_at`` got an answer: the outage ends and the breaker closes, unless it was sent
+        before the clock started (#25: such an answer, read late, made requests at an outage's onset FAIL, not wait)."""
+        self.has_answered = True
+        self.answers += 1
+        if self._down_since is not None and sent_at < self._down_since:
+            return
         if self._is_open:
             logger.warning("%s endpoint %s answers again; its breaker is closed", self.role.value, self.url)
         elif self._reported and self._down_since is not None:  # the outage _note_waiting reported is over
@@ -206,7 +212,6 @@ class EndpointGuard:
         self._reported = False
         self._down_since = None
         self._is_open = False
-        self.has_answered = True
         self.settle_probe()
 
     def record_failure(self, exc: BaseException) -> None:
@@ -226,9 +231,9 @@ class EndpointGuard:
     ) -> float | None:
         """A request whose own tries are spent (its first failure at ``since``) asks: wait, or fail?
 
-        Returns the seconds it waited (at most ``delay``, through ``sleep``) when the endpoint looks down
-        (no request succeeded since ``since`` on an endpoint that answered before) within the outage
-        tolerance; None when the failure is the request's own (the caller re-raises it).
+        Returns the seconds it waited (at most ``delay``, through ``sleep``) when the endpoint looks down (its clock
+        started by ``since`` and no request sent since has succeeded, on an endpoint that answered before) within the
+        outage tolerance; None when the failure is the request's own (the caller re-raises it).
 
         Raises:
             EndpointDownError: the outage has lasted ``outage_tolerance_s``: the breaker opens, from ``exc``.
@@ -345,13 +350,16 @@ class EndpointRegistry:
             self._warned.add(kind)
             return True
 
+    def answers(self, role: EndpointRole, url: str) -> int:
+        """Requests ``url`` in ``role`` answered so far, over its guards (a soak's outage counts from the first)."""
+        with self._lock:
+            return sum(g.answers for g in self._guards.values() if (g.role, g.url) == (role, url.rstrip("/")))
+
     def breaker_openings(self) -> dict[str, int]:
         """Breaker openings per endpoint so far (for the soak's report and metrics)."""
         counts: dict[str, int] = {}
         with self._lock:
-            guards = list(self._guards.values())
-        for guard in guards:
-            if guard.openings:
+            for guard in (guard for guard in self._guards.values() if guard.openings):
                 name = f"{guard.role.value} {guard.url}"
                 counts[name] = counts.get(name, 0) + guard.openings
         return counts

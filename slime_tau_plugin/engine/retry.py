@@ -117,17 +117,19 @@ async def guarded_call(
 
 
 async def _try_once(fn: Callable[[], Awaitable[T]], guard: EndpointGuard | None, stats: NetStats | None) -> T:
-    """One request: admitted by the guard, in one of its slots; a success closes its breaker."""
+    """One request: admitted by the guard, in one of its slots; a success closes its breaker (when the request
+    was sent after the outage clock started: see :meth:`EndpointGuard.record_success`)."""
     if guard is None:
         return await fn()
     await guard.admit()
     try:
         async with guard.slot(stats):
+            sent_at = time.monotonic()
             result = await fn()
     except BaseException:
         guard.settle_probe()  # a probe that failed or was cancelled answers the waiting requests too
         raise
-    guard.record_success()
+    guard.record_success(sent_at)
     return result
 
 

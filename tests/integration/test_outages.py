@@ -3,6 +3,8 @@
 - a user-simulator outage shorter than ``tau_outage_tolerance_s`` loses no sample (the wait is in metadata);
 - a longer one opens the breaker: in-flight episodes FAIL naming the endpoint, new ones FAIL at once, and
   the first success after the endpoint is back closes it;
+- a request whose tries run out as an outage begins waits it out, even when an answer to a request sent
+  before it is read after its first failure;
 - ``tau_user_max_inflight`` bounds what reaches the server, and the slot wait is not charged to a
   request's timeout;
 - ``tau_episode_timeout_s`` ends a slow episode as ``deadline`` (TRUNCATED, not trained on, removed);
@@ -20,7 +22,17 @@ import threading
 import time
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.engine.endpoints import PROBE_INTERVAL_S
+from slime_tau_plugin.engine.chat_client import ChatClient
+from slime_tau_plugin.engine.config import LLMEndpoint
+from slime_tau_plugin.engine.endpoints import (
+    PROBE_INTERVAL_S,
+    EndpointRegistry,
+    EndpointRole,
+    GuardSettings,
+    NetStats,
+    episode_stats,
+)
+from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 from tests.conftest import ROOT
@@ -131,6 +143,66 @@ def test_a_longer_outage_fails_fast_naming_the_endpoint_and_the_first_success_cl
     finally:
         back.stop()
     assert [s.status for s in again] == [Sample.Status.COMPLETED] * 3, [s.metadata.get("error") for s in again]
+
+
+def test_a_request_whose_tries_end_at_an_outages_onset_waits_it_out_though_an_older_request_succeeds():
+    """#25 item 4, the onset race: request A fails as the outage begins, then request B, sent *before* the
+    outage, is answered. B's answer must not restart the outage clock after A's first failure: A spends its
+    3 tries, waits (``outage_wait_s``) instead of failing, and its next try gets the server back.
+
+    The outage is the server dropping every new connection (``refuse``) for exactly A's 3 tries while it
+    finishes B, whose reply is held until A has failed twice (a server going down with answers in flight)."""
+    held = _HeldReply()
+    user = ChatUserServer(reply=held).start()
+    guard = EndpointRegistry().guard_for(EndpointRole.USER, user.base_url, GuardSettings(outage_tolerance_s=30.0))
+    client = ChatClient(LLMEndpoint(user.base_url, "scripted-user", timeout_s=10.0, retries=3), guard=guard)
+    outage = FaultInjector(FaultSpec.parse("refuse:1.0@3"), "user")
+
+    async def request_a() -> tuple[dict, NetStats]:
+        with episode_stats(NetStats()) as stats:
+            return await client.complete([{"role": "user", "content": "a"}]), stats
+
+    async def main() -> tuple[dict, NetStats, int]:
+        try:
+            await client.complete([{"role": "user", "content": "hi"}])  # the endpoint has answered
+            b = asyncio.create_task(client.complete([{"role": "user", "content": _HeldReply.HOLD}]))
+            while not held.waiting.is_set():
+                await asyncio.sleep(0.01)
+            user.faults = outage  # B is in the server's hands; every new request is dropped from now on
+            a = asyncio.create_task(request_a())
+            while outage.counts()["refuse"] < 2 and not a.done():  # A's first failure is recorded
+                await asyncio.sleep(0.01)
+            held.release.set()
+            await b  # its success is recorded after A's first failure
+            refused_before_b = outage.counts()["refuse"]
+            answer, stats = await a
+            return answer, stats, refused_before_b
+        finally:
+            await client.aclose()
+
+    try:
+        answer, stats, refused_before_b = asyncio.run(main())
+    finally:
+        user.stop()
+    assert refused_before_b == 2  # B was answered between A's 2nd and 3rd (last) try: the race this test is about
+    assert answer["content"] == "ok"
+    assert outage.counts()["refuse"] == 3 and stats.retries == 2  # its own tries were spent, then it waited
+    assert stats.outage_wait_s > 0
+
+
+class _HeldReply:
+    """A user reply of ``ok``; the request whose last message is ``HOLD`` waits (in the server) until released."""
+
+    HOLD = "hold"
+
+    def __init__(self) -> None:
+        self.waiting, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, messages, tools) -> dict:
+        if messages[-1]["content"] == self.HOLD:
+            self.waiting.set()
+            self.release.wait(10)
+        return {"role": "assistant", "content": "ok"}
 
 
 def test_in_flight_requests_are_bounded_and_the_slot_wait_is_not_a_timeout(

@@ -95,6 +95,43 @@ def test_an_endpoint_that_never_answered_fails_after_its_own_tries():
     assert endpoint.calls == FAST.attempts
 
 
+def test_a_request_failing_alone_while_requests_sent_after_it_are_answered_fails_after_its_own_tries():
+    guard = EndpointRegistry().guard_for(EndpointRole.USER, "http://user", GuardSettings(outage_tolerance_s=60))
+    live, broken = Endpoint(), Endpoint()
+    broken.down = True
+
+    async def main() -> NetStats:
+        await retry_async(live, FAST, (DownError,), "user", guard)  # it has answered
+        with episode_stats(NetStats()) as stats:
+            lonely = asyncio.create_task(retry_async(broken, FAST, (DownError,), "user", guard))
+        while not lonely.done():  # others are answered every millisecond, sent after its first failure
+            await retry_async(live, FAST, (DownError,), "user", guard)
+            await asyncio.sleep(0.001)
+        with pytest.raises(DownError):
+            await lonely
+        return stats
+
+    stats = asyncio.run(main())
+    assert broken.calls == FAST.attempts and stats.outage_wait_s == 0
+
+
+def test_only_an_answer_to_a_request_sent_after_the_first_failure_ends_an_outage():
+    """An answer to an older request may have left before the server went down (#25: the onset race)."""
+    guard = EndpointRegistry().guard_for(EndpointRole.USER, "http://user", GuardSettings(outage_tolerance_s=60))
+    guard.record_success(time.monotonic())  # it has answered
+    sent_before = time.monotonic()
+    guard.record_failure(DownError("refused"))
+    first_failure = time.monotonic()
+
+    async def wait_out() -> float | None:
+        return await guard.wait_out(first_failure, DownError("refused"), 0.001, asyncio.sleep)
+
+    guard.record_success(sent_before)
+    assert asyncio.run(wait_out()) == 0.001  # still an outage: this request waits
+    guard.record_success(time.monotonic())
+    assert asyncio.run(wait_out()) is None  # a fresh answer: the failure is the request's own
+
+
 def test_the_judges_guarded_call_tries_once_per_admission_and_waits_out_an_outage():
     guard = EndpointRegistry().guard_for(EndpointRole.JUDGE, "judge", GuardSettings(outage_tolerance_s=60))
     endpoint = Endpoint()

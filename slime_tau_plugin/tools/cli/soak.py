@@ -2,9 +2,10 @@
 
 The oracle policy (``slime-tau serve``) and the scripted LLM user (``slime-tau serve-user``) run in their
 own processes with faults drawn at ``--fault-rate`` (spread over ``--kinds``); env faults go through
-``TAU_FAULTS`` in this process; ``--outage user:30s@60s`` kills the user server 60 s in and starts it again
-30 s later. Exit 0 when no exception escaped ``generate``, no sample is misaligned and none was lost; 1
-otherwise (or when a server does not start); 2 for a bad flag. The work is in ``slime_tau_plugin/tools/soak/``.
+``TAU_FAULTS`` in this process; ``--outage user:30s@60s`` kills the user server 60 s after it first answered an
+episode and starts it again 30 s later. Exit 0 when no exception escaped ``generate``, no sample is misaligned and
+none was lost; 1 otherwise (or when a server does not start); 2 for a bad flag. The work is in
+``slime_tau_plugin/tools/soak/``.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         type=_outage,
         metavar="TARGET:DURATION@AT",
-        help="kill the user (or policy) server AT into the run and restart it DURATION later, e.g. user:30s@60s "
-        "(repeatable) (default: none)",
+        help="kill the user (or policy) server AT after it first answered an episode and restart it DURATION "
+        "later, e.g. user:30s@60s (repeatable) (default: none)",
     )
     p.add_argument("--seed", type=int, default=None, metavar="S", help="seed of the fault draws (default: random)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON (default: none)")

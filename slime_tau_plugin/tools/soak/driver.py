@@ -129,7 +129,11 @@ async def _play(
     watchdog = LoopWatchdog()
     watchdog.start()
     t0 = time.monotonic()
-    outages = [asyncio.create_task(_outage(o, servers[o.target], t0, report)) for o in settings.outages]
+    roles = endpoints.EndpointRole
+    endpoint = {"user": (roles.USER, args.tau_user_base_url), "policy": (roles.POLICY, args.tau_policy_url)}
+    outages = [
+        asyncio.create_task(_outage(o, servers[o.target], endpoint[o.target], t0, report)) for o in settings.outages
+    ]
     next_index = iter(range(settings.episodes))
     progress_every = max(1, settings.episodes // 10)
 
@@ -193,9 +197,15 @@ def _count(report: SoakReport, sample: Any) -> None:
         report.failed_errors[_IDS.sub("N", str(meta.get("error")))[:110]] += 1
 
 
-async def _outage(outage: Outage, server: ServerProcess, t0: float, report: SoakReport) -> None:
-    """Kill ``server`` at ``t0 + at_s``, start it again on the same port ``duration_s`` later."""
-    await asyncio.sleep(max(0.0, outage.at_s - (time.monotonic() - t0)))
+async def _outage(
+    outage: Outage, server: ServerProcess, endpoint: tuple[endpoints.EndpointRole, str], t0: float, report: SoakReport
+) -> None:
+    """Kill ``server`` ``at_s`` after it first answered an episode, start it again on the same port ``duration_s``
+    later. Counted from that answer, not from ``t0``: on a busy box the first episodes build their resources for
+    10-20 s, and an outage "2 s in" would be over before any episode talked to the server."""
+    while endpoints.endpoint_registry().answers(*endpoint) == 0:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(outage.at_s)
     await asyncio.to_thread(server.kill)
     killed = time.monotonic() - t0
     line = f"{outage}: {server.name} killed at {killed:.1f}s"

@@ -23,8 +23,8 @@ OUTAGE_TARGETS = ("user", "policy")
 
 @dataclass(frozen=True, slots=True)
 class Outage:
-    """``TARGET:DURATION@AT``: kill the target's server ``at_s`` after the first episode starts, restart it
-    on the same port ``duration_s`` later."""
+    """``TARGET:DURATION@AT``: kill the target's server ``at_s`` after it first answered an episode's request,
+    restart it on the same port ``duration_s`` later."""
 
     target: str
     duration_s: float
