@@ -117,3 +117,24 @@ def test_a_sample_whose_tokens_changed_fails_naming_it(slow_oracle, qwen25_dir, 
     assert sample.status is Sample.Status.FAILED and sample.remove_sample
     assert "resume: the sample holds" in sample.metadata["error"]
     assert METADATA_KEY not in sample.metadata
+
+
+def test_turns_older_than_the_weight_lag_bound_are_masked(slow_oracle, qwen25_dir, tau2_backend):
+    """A weight update between the abort and the resume (slime's fully-async worker hands such groups back):
+    with ``tau_max_weight_lag: 0`` the turns the old weights sampled train on nothing; the new ones do."""
+    args = slime_args(slow_oracle, qwen25_dir, partial_rollout=True, tau_max_weight_lag=0)
+    slow_oracle.weight_version = "1"
+    try:
+        sample = _aborted_after(slow_oracle, args, _sample(tau2_backend, 3, "lag"), 1.0)
+        assert sample.status is Sample.Status.ABORTED
+        held = sample.response_length
+        slow_oracle.weight_version = "2"
+        asyncio.run(generate(args, sample, dict(SAMPLING)))
+    finally:
+        slow_oracle.weight_version = "default"
+    assert_sample_invariants(sample)
+    assert sample.status is Sample.Status.COMPLETED and sample.reward == 1.0
+    versions = sample.metadata["tau_weight_versions"]
+    assert versions[0] == "1" and versions[-1] == "2"
+    assert sum(sample.loss_mask[:held]) == 0 and sum(sample.loss_mask[held:]) > 0
+    assert sample.metadata["tau_offpolicy_tokens"] > 0
