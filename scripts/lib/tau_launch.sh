@@ -195,6 +195,7 @@ tau_build_commands() {
             --eval-function-path slime.rollout.sglang_rollout.generate_rollout) ;; # slime's default eval would be the former, which refuses
     esac
     [[ $ROLLOUT_MODE == default || $MASK_OFFPOLICY != 1 ]] || rollout+=(--mask-offpolicy-in-partial-rollout)
+    tau_log "rollout mode: $ROLLOUT_MODE ($TRAIN_ENTRY$([[ $ROLLOUT_MODE == default ]] || echo ", MASK_OFFPOLICY=$MASK_OFFPOLICY"))"
     local -a eval=(--eval-interval "$EVAL_INTERVAL" --eval-config "$EVAL_CONFIG_RUN"
         --n-samples-per-eval-prompt "$N_SAMPLES_PER_EVAL_PROMPT" --eval-temperature "$EVAL_TEMPERATURE"
         --eval-max-response-len "$MAX_TOKENS_PER_TURN")
@@ -202,8 +203,16 @@ tau_build_commands() {
         --context-parallel-size "$CP_SIZE" --expert-model-parallel-size 1 --expert-tensor-parallel-size 1
         --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
         --use-dynamic-batch-size --max-tokens-per-gpu "$MAX_TOKENS_PER_GPU")
-    local -a grpo=(--advantage-estimator grpo --use-kl-loss --kl-loss-coef 0.00 --kl-loss-type low_var_kl
-        --entropy-coef 0.00 --eps-clip 0.2 --eps-clip-high 0.28)
+    # KL to the reference model: slime loads (and runs) a reference copy whenever --use-kl-loss is given, even with
+    # coefficient 0 (slime/ray/placement_group.py: with_ref = kl_coef != 0 or use_kl_loss), so 0 passes neither
+    local -a grpo=(--advantage-estimator grpo)
+    if [[ $KL_LOSS_COEF =~ ^0*\.?0*$ ]]; then
+        tau_log "KL loss: off (KL_LOSS_COEF=0): no reference model is loaded or run"
+    else
+        grpo+=(--use-kl-loss --kl-loss-coef "$KL_LOSS_COEF" --kl-loss-type low_var_kl)
+        tau_log "KL loss: low_var_kl x $KL_LOSS_COEF against REF_LOAD (a reference model is loaded and run each step)"
+    fi
+    grpo+=(--entropy-coef 0.00 --eps-clip 0.2 --eps-clip-high 0.28)
     [[ $MISMATCH_METRICS != 1 ]] || grpo+=(--get-mismatch-metrics --custom-tis-function-path "$MISMATCH_FUNCTION")
     local -a optimizer=(--optimizer adam --lr "$LR" --lr-decay-style constant --weight-decay 0.1
         --adam-beta1 0.9 --adam-beta2 0.98)

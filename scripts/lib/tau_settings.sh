@@ -56,6 +56,8 @@ tau_defaults() {
     : "${NUM_ROLLOUT:=300}" "${ROLLOUT_BATCH_SIZE:=24}" "${N_SAMPLES_PER_PROMPT:=8}"
     : "${OVER_SAMPLING_BATCH_SIZE:=$((ROLLOUT_BATCH_SIZE * 2))}"
     : "${GLOBAL_BATCH_SIZE:=$((ROLLOUT_BATCH_SIZE * N_SAMPLES_PER_PROMPT))}" "${LR:=1e-6}"
+    # KL loss to the reference model (low_var_kl); 0: off, and no reference model is loaded or run
+    : "${KL_LOSS_COEF:=0}"
     # run safety (slime_tau_plugin): advantages normalised over the samples that did not fail, a group filter
     # that reports an all-FAILED group instead of redrawing forever, metrics over every sample (kept and dropped)
     : "${REWARD_POST_PROCESS:=slime_tau_plugin.adapters.slime.advantages.post_process_rewards}"
@@ -129,6 +131,7 @@ tau_check_layout() {
     [[ $DEBUG_ROLLOUT_EVERY =~ ^[0-9]+$ && $KEEP_CHECKPOINTS =~ ^[0-9]+$ ]] ||
         tau_die "DEBUG_ROLLOUT_EVERY=$DEBUG_ROLLOUT_EVERY and KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS must be whole numbers (0: off / keep all)"
     [[ $MASK_OFFPOLICY == 0 || $MASK_OFFPOLICY == 1 ]] || tau_die "MASK_OFFPOLICY=$MASK_OFFPOLICY; expected 1 or 0"
+    [[ $KL_LOSS_COEF =~ ^[0-9]*\.?[0-9]+$ ]] || tau_die "KL_LOSS_COEF=$KL_LOSS_COEF; expected a number >= 0 (0: no KL loss, no reference model)"
     [[ $ROLLOUT_MODE != fully_async || $COLOCATE != 1 ]] ||
         tau_die "ROLLOUT_MODE=fully_async runs slime's train_async.py, which refuses --colocate: set COLOCATE=0 (rollout engines on GPUs of their own) or use ROLLOUT_MODE=partial"
     if ((NUM_NODES > 1)); then

@@ -755,3 +755,17 @@ def test_a_rollout_mode_the_scripts_cannot_serve_is_refused_by_the_dry_run(tmp_p
     result = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, **env)
     assert result.returncode != 0 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and "train command" not in result.stdout
+
+
+@pytest.mark.parametrize(("coef", "loaded"), [("0", False), ("0.0", False), ("0.01", True)])
+def test_a_zero_kl_coefficient_loads_no_reference_model(tmp_path, coef, loaded):
+    """slime loads and runs a reference model whenever --use-kl-loss is given, even with coefficient 0."""
+    result = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, KL_LOSS_COEF=coef)
+    assert result.returncode == 0, result.stderr
+    flags = train_flags(result.stdout)
+    assert ("--use-kl-loss" in flags) is loaded
+    if loaded:
+        assert flags["--kl-loss-coef"] == [coef] and flags["--kl-loss-type"] == ["low_var_kl"]
+    assert ("no reference model" in result.stdout) is not loaded
+    bad = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, KL_LOSS_COEF="-1")
+    assert bad.returncode != 0 and "KL_LOSS_COEF=-1; expected a number >= 0" in bad.stderr
