@@ -95,6 +95,8 @@ class ChatClient:
                 raise UserSimulatorError(f"{self.what}: {url} answered an unexpected body: {text[:200]!r}") from exc
             if stats is not None:
                 _count_usage(stats, body.get("usage"))
+            if not _has_words_or_calls(message):  # a bad reply, like a cut body: asked again
+                raise _TransientError(f"{self.what}: {url} answered with an empty message")
             return message
 
         try:
@@ -103,6 +105,11 @@ class ChatClient:
             raise UserSimulatorError(f"{exc} (after {self.retry.attempts} tries)") from exc
         except EndpointDownError as exc:
             raise UserSimulatorError(str(exc)) from exc
+
+
+def _has_words_or_calls(message: Any) -> bool:
+    """Whether a chat message says something: text that is not blank, or tool calls."""
+    return isinstance(message, dict) and bool(message.get("tool_calls") or str(message.get("content") or "").strip())
 
 
 def _count_usage(stats: Any, usage: Any) -> None:

@@ -291,7 +291,9 @@ def shared_user(_shared_user):
     _shared_user.faults = None
 
 
-@pytest.mark.parametrize("spec", ["refuse:1@1", "reset:1@1", "http_502:1@1", "http_429=0:1@1", "slow=1.25:1@1"])
+@pytest.mark.parametrize(
+    "spec", ["refuse:1@1", "reset:1@1", "http_502:1@1", "http_429=0:1@1", "slow=1.25:1@1", "empty_reply:1@1"]
+)
 def test_a_transient_user_fault_is_retried_and_the_sample_completes(
     tau2_backend, qwen25_dir, echo_policy, shared_user, spec
 ):
@@ -305,7 +307,7 @@ def test_a_transient_user_fault_is_retried_and_the_sample_completes(
     ("spec", "cause"),
     [
         ("invalid_json:1", "answered a body that is not JSON"),
-        ("empty_reply:1@1", "answered with an empty message"),
+        ("empty_reply:1", "answered with an empty message (after 2 tries)"),  # retried like any bad reply
         ("tool_calls_only:1@1", "answered with an empty message"),  # a retail user has no tools to call
     ],
     ids=["invalid-json", "empty-reply", "tool-calls-only"],
@@ -313,7 +315,8 @@ def test_a_transient_user_fault_is_retried_and_the_sample_completes(
 def test_a_user_answer_without_words_fails_the_sample_naming_it(
     tau2_backend, qwen25_dir, echo_policy, shared_user, spec, cause
 ):
-    """An answer with no words is final (same seed, same answer); a body cut short is final once every try got one."""
+    """An empty answer or a body cut short is final once every try got one; tool calls from a user without tools are
+    final at once."""
     user = shared_user(spec)
     sample = play_llm_user(
         tau2_backend, echo_policy, qwen25_dir, user, spec, tau_user_timeout_s=0.75, tau_user_retries=2, **FAIL_FAST

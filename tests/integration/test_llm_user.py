@@ -110,7 +110,7 @@ def test_user_failures_are_retried_then_the_episode_completes(
         ({"fail_first": 99, "fail_status": 500}, {"tau_user_retries": 3}, 3, "answered 500"),
         ({"fail_first": 99, "fail_status": 400}, {"tau_user_retries": 3}, 1, "answered 400"),
         ({"latency_s": 1.0}, {"tau_user_retries": 2, "tau_user_timeout_s": 0.2}, 2, "timed out"),
-        ({"empty": True}, {}, 1, "empty message"),
+        ({"empty": True}, {"tau_user_retries": 3}, 3, "empty message (after 3 tries)"),
     ],
     ids=["5xx-after-retries", "4xx-not-retried", "timeout", "empty-answer"],
 )
