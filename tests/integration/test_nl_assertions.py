@@ -15,11 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
+from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint, keep_group, reset_guard
 from slime_tau_plugin.engine.config import LLMEndpoint
 from slime_tau_plugin.engine.envs import EnvOptions, EnvToolCall, TaskRef
 from slime_tau_plugin.engine.episode import SampleStatus, TerminationReason
-from slime_tau_plugin.engine.errors import JudgeError, failed_endpoint_of
+from slime_tau_plugin.engine.errors import FailureGuardError, JudgeError, failed_endpoint_of
 from slime_tau_plugin.tools.cli.runner import RolloutSample, format_summary, summarize
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
@@ -119,3 +119,37 @@ def test_a_failing_judge_fails_the_reward_call_not_the_process(tau2_backend, nl_
         assert failure_endpoint(failed) == "judge"  # the failure guard names the judge, not the environment
     finally:
         judge.fail_first = 0
+
+
+def test_a_failing_judge_through_generate_fails_the_sample_naming_the_judge(
+    tau2_backend, nl_task_ref, qwen25, qwen25_dir, oracle_server_factory, judge
+):
+    """Like a failing user simulator: the sample is FAILED and removed, and the failure guard names the judge."""
+    server = oracle_server_factory(qwen25, (("retail", "train"),))
+    metadata = {"benchmark": "tau2", "domain": "retail", "split": "train", "task_id": nl_task_ref.task_id}
+    samples = [
+        RolloutSample(prompt=0, metadata={**metadata, "task": nl_task_ref.task}, session_id=f"judge-down-{i}")
+        for i in range(2)
+    ]
+    args = slime_args(
+        server,
+        qwen25_dir,
+        tau_judge_base_url=judge.base_url,
+        tau_judge_model="judge-model",
+        tau_judge_retries=1,
+        tau_outage_tolerance_s=0,
+    )
+    judge.fail_first = len(judge.requests) + 1000
+    try:
+        for sample in samples:
+            asyncio.run(generate(args, sample, SAMPLING))
+    finally:
+        judge.fail_first = 0
+    for sample in samples:
+        assert sample.status is SampleStatus.FAILED and sample.remove_sample and sample.reward == 0.0
+        assert sample.metadata["failed_endpoint"] == "judge" and "JudgeError" in sample.metadata["error"]
+        assert failure_endpoint(sample) == "judge"
+    reset_guard()
+    with pytest.raises(FailureGuardError, match="FAILED on the NL-assertion judge"):
+        keep_group(SimpleNamespace(rollout_batch_size=1), samples)
+    reset_guard()
