@@ -70,11 +70,19 @@ class ToolingCache:
             return self._cache[key]
 
     def _template(self, tools: list[dict[str, Any]]) -> ChatTemplate:
-        """The template for ``tools``, given them the way ``tau_tools_in_prompt`` says."""
-        cfg = self._config
-        kwargs = {} if cfg.enable_thinking is None else {"enable_thinking": cfg.enable_thinking}
-        text = tools_system_text(tools, cfg.tool_call_parser) if cfg.tools_in_prompt is ToolsInPrompt.SYSTEM else None
-        return ChatTemplate(self._tokenizer, tools, kwargs, text)
+        return chat_template_for(self._tokenizer, self._config, tools)
+
+
+def chat_template_for(tokenizer: Any, config: TauConfig, tools: list[dict[str, Any]]) -> ChatTemplate:
+    """The chat template for ``tools`` as ``config`` says: thinking, and how the tools reach the prompt.
+
+    Raises:
+        ConfigError: the template cannot run τ episodes (one line naming the tokenizer).
+    """
+    kwargs = {} if config.enable_thinking is None else {"enable_thinking": config.enable_thinking}
+    system = config.tools_in_prompt is ToolsInPrompt.SYSTEM
+    text = tools_system_text(tools, config.tool_call_parser) if system else None
+    return ChatTemplate(tokenizer, tools, kwargs, text)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

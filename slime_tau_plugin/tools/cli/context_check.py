@@ -12,7 +12,7 @@ from typing import Any
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, TaskRef
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.templates import ChatTemplate
+from slime_tau_plugin.engine.resources import chat_template_for
 
 OPENING = "Hi"
 """Stands in for the user's opening: the real one only adds ids, so the bound stays a lower bound."""
@@ -22,8 +22,7 @@ def first_prompt_len(config: TauConfig, tokenizer: Any, backend: EnvBackend, ref
     """Token ids of task ``ref``'s first prompt (system prompt, tools, a short user opening)."""
     options = EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint())
     session = backend.open(ref, options)
-    kwargs = {} if config.enable_thinking is None else {"enable_thinking": config.enable_thinking}
-    template = ChatTemplate(tokenizer, session.tools, kwargs)
+    template = chat_template_for(tokenizer, config, session.tools)
     messages = [{"role": "system", "content": session.agent_system_prompt}, {"role": "user", "content": OPENING}]
     return len(template.prompt_ids(messages))
 

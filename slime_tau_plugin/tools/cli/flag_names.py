@@ -20,7 +20,7 @@ from slime_tau_plugin.engine.config_fields import choices, tau_key, value_type
 from slime_tau_plugin.engine.errors import ConfigError
 
 TASK_FLAGS = ("benchmark", "domain", "split")
-POLICY_FLAGS = ("policy_api", "policy_model", "tool_call_parser", "reasoning_parser")
+POLICY_FLAGS = ("policy_api", "policy_model", "tool_call_parser", "reasoning_parser", "tools_in_prompt")
 BUDGET_FLAGS = ("max_context_len", "max_turns")
 TERMINATION_FLAGS = ("max_errors", "max_steps", "agent_error_rule")
 """τ's own ending rules (``limits.EpisodeLimits``); unset, each is the benchmark's default (``TauConfig.limits``)."""
