@@ -25,6 +25,9 @@ from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from tests.integration.test_generate_e2e import SAMPLING, slime_args
 
 ASSERTION = "The agent apologises to the customer."
+_DEFAULT = LLMEndpoint("http://judge", "judge-model")
+JUDGE_AS_SET = {"tau_judge_timeout_s": _DEFAULT.timeout_s, "tau_judge_retries": _DEFAULT.retries}
+"""``LLMEndpoint``'s defaults, as the tests that hand one to ``EnvOptions`` set the process's judge."""
 
 
 def judge_reply(messages, tools):
@@ -136,7 +139,7 @@ def test_a_failing_judge_through_generate_fails_the_sample_naming_the_judge(
         qwen25_dir,
         tau_judge_base_url=judge.base_url,
         tau_judge_model="judge-model",
-        tau_judge_retries=1,
+        **JUDGE_AS_SET,  # one judge setting per process: the one this module's other tests configured
         tau_outage_tolerance_s=0,
     )
     judge.fail_first = len(judge.requests) + 1000
