@@ -38,9 +38,6 @@ class RecordingSession:
         self.inner.record_message(role, content)
         self.log.append(LoggedAction(kind=ActionKind.MESSAGE, name=role, arguments={"content": content}))
 
-    def state_hash(self) -> str:
-        return self.inner.state_hash()
-
     def _logged(self, kind: ActionKind, call: EnvToolCall, result: StepResult) -> StepResult:
         self.log.append(
             LoggedAction(

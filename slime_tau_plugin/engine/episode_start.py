@@ -53,8 +53,7 @@ async def resume(
     ep.user.restore(dict(state.user))
     ep.trajectory = state.trajectory()
     if state.open_turn_ids:
-        tail = ep.trajectory.segments[-1] if ep.trajectory.segments else None
-        if tail is None or not tail.is_trainable or state.open_turn_ids > _trailing_model_ids(ep.trajectory):
+        if state.open_turn_ids > _trailing_model_ids(ep.trajectory):
             raise ResumeError(f"resume: open_turn_ids={state.open_turn_ids} is more than the model ids that end it")
         ep.open_turn = ep.trajectory.response_ids[-state.open_turn_ids :]
     ep.messages = [dict(m) for m in state.messages]

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slime_tau_plugin.engine.errors import ResumeError
 from slime_tau_plugin.engine.task_ref import TaskRef
-from slime_tau_plugin.engine.trajectory import Segment, Trajectory
+from slime_tau_plugin.engine.trajectory import Trajectory
 
 STATE_VERSION = 1
 """Bumped when a field changes meaning; a state of another version is refused, never guessed at."""
@@ -155,14 +155,7 @@ class EpisodeState(BaseModel):
 
 def segment_states(traj: Trajectory) -> tuple[SegmentState, ...]:
     """The trajectory's segments as state (each model segment keeps the weight version that sampled it)."""
-    return tuple(_segment_state(seg) for seg in traj.segments)
-
-
-def _segment_state(seg: Segment) -> SegmentState:
-    version = (seg.meta_info or {}).get("weight_version") if seg.is_trainable else None
-    return SegmentState(
-        ids=seg.ids,
-        log_probs=seg.log_probs,
-        trainable=seg.is_trainable,
-        weight_version=None if version is None else str(version),
+    return tuple(
+        SegmentState(ids=s.ids, log_probs=s.log_probs, trainable=s.is_trainable, weight_version=s.weight_version)
+        for s in traj.segments
     )

@@ -56,7 +56,7 @@ class ToolingCache:
         self._tokenizer, self._config = tokenizer, config
         self._cache: dict[str, tuple[ChatTemplate, ToolCallParser]] = {}
         self._lock = threading.Lock()
-        self._template(PROBE_TOOLS)
+        chat_template_for(tokenizer, config, PROBE_TOOLS)
 
     def get(self, tools: list[dict[str, Any]]) -> tuple[ChatTemplate, ToolCallParser]:
         key = json.dumps(tools, sort_keys=True)
@@ -64,13 +64,10 @@ class ToolingCache:
             if key not in self._cache:
                 cfg = self._config
                 self._cache[key] = (
-                    self._template(tools),
+                    chat_template_for(self._tokenizer, cfg, tools),
                     ToolCallParser(tools, cfg.tool_call_parser, cfg.reasoning_parser),
                 )
             return self._cache[key]
-
-    def _template(self, tools: list[dict[str, Any]]) -> ChatTemplate:
-        return chat_template_for(self._tokenizer, self._config, tools)
 
 
 def chat_template_for(tokenizer: Any, config: TauConfig, tools: list[dict[str, Any]]) -> ChatTemplate:

@@ -59,7 +59,6 @@ class ChatTemplate(TemplateText):
         """
         check_harmony(tokenizer, str(getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__))
         super().__init__(tokenizer, tools, template_kwargs, system_text)
-        self.tools_in = ToolsInPrompt.TEMPLATE if system_text is None else ToolsInPrompt.SYSTEM
         probed = TemplateText(tokenizer, tools, template_kwargs, system_text)  # a complete one
         self.probe: ProbeResult = probe_template(probed)
         if missing := tools_missing(self):
@@ -76,3 +75,8 @@ class ChatTemplate(TemplateText):
             self._continuation_tools = None  # proven not to change what follows a turn: skip rendering schemas
         log = logger.warning if self.probe.fidelity is Fidelity.UNSAFE_BOUNDARY else logger.info
         log("chat template of %s: %s", self.name, self.probe.describe())
+
+    @property
+    def tools_in(self) -> ToolsInPrompt:
+        """How the tool schemas reach the prompt (``system_text`` set: in the system message)."""
+        return ToolsInPrompt.TEMPLATE if self.system_text is None else ToolsInPrompt.SYSTEM

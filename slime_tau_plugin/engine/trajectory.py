@@ -26,6 +26,12 @@ class Segment:
     meta_info: dict[str, Any] | None = None
     """SGLang's ``meta_info`` of the generation that produced a trainable segment."""
 
+    @property
+    def weight_version(self) -> str | None:
+        """The policy weights that sampled a trainable segment (SGLang's ``meta_info.weight_version``)."""
+        version = (self.meta_info or {}).get("weight_version") if self.is_trainable else None
+        return None if version is None else str(version)
+
 
 @dataclass(slots=True)
 class Trajectory:

@@ -20,7 +20,7 @@ from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_token
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.data import task_ref_from_sample
 from slime_tau_plugin.engine.episode import EpisodeResult
-from slime_tau_plugin.engine.episode_state import METADATA_KEY, EpisodeState, segment_states
+from slime_tau_plugin.engine.episode_state import METADATA_KEY, EpisodeState
 from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError, ResumeError
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory, training_reward
 from slime_tau_plugin.engine.policy import require_policy_url
@@ -172,7 +172,8 @@ def fill_sample(
     if result.trajectory is not None:
         meta["tau_model_tokens"] = result.trajectory.num_trainable
         meta["tau_offpolicy_tokens"] = offpolicy_tokens(result.trajectory)
-        meta["tau_weight_versions"] = [v for v in (s.weight_version for s in segment_states(traj)) if v is not None]
+        versions = (seg.weight_version for seg in result.trajectory.segments)
+        meta["tau_weight_versions"] = [v for v in versions if v is not None]
     merged = {**(getattr(sample, "metadata", None) or {}), **meta}
     merged.pop(METADATA_KEY, None)
     if result.state is not None:

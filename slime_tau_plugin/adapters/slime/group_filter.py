@@ -210,11 +210,7 @@ def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
         ConfigError: a guard key has a bad value.
     """
     guard = _run_window().guard_for(guard_settings(args))
-    try:
-        guard.observe(samples)
-    except FailureGuardError as exc:
-        logger.error("%s", exc)
-        raise
+    _observe(guard, samples)
     ok = [reward_value(args, s) for s in samples if not is_failed(s)]
     if not ok:
         causes = Counter(failure_endpoint(s) for s in samples)
@@ -252,14 +248,19 @@ def observe_unfiltered(args: Any, groups: Iterable[Sequence[Any]]) -> None:
         if not group or any(isinstance(m, dict) and "tau_group_filter" in m for m in metas):
             continue
         guard = guard or _run_window().guard_for(guard_settings(args))
-        try:
-            guard.observe(group)
-        except FailureGuardError as exc:
-            logger.error("%s", exc)
-            raise
+        _observe(guard, group)
         for meta in metas:
             if isinstance(meta, dict):
                 meta["tau_group_filter"] = "unfiltered"
+
+
+def _observe(guard: FailureGuard, group: Sequence[Any]) -> None:
+    """Add ``group`` to the run's window; the stop line is logged as well as raised (Ray shows it late)."""
+    try:
+        guard.observe(group)
+    except FailureGuardError as exc:
+        logger.error("%s", exc)
+        raise
 
 
 def _output(keep: bool, reason: str | None) -> Any:

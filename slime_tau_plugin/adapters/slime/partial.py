@@ -56,7 +56,7 @@ def stored_state(args: Any, sample: Any) -> EpisodeState | None:
 
 def weight_lags(traj: Trajectory) -> list[int | None]:
     """Per segment: how many newer weight versions sampled later turns of the episode (None: not a model turn)."""
-    versions = [(seg.meta_info or {}).get("weight_version") if seg.is_trainable else None for seg in traj.segments]
+    versions = [seg.weight_version for seg in traj.segments]
     lags: list[int | None] = []
     for i, (seg, version) in enumerate(zip(traj.segments, versions, strict=True)):
         if not seg.is_trainable:
