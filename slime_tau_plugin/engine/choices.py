@@ -71,6 +71,15 @@ class ToolsInPrompt(Choice):
     """Appended to the system message, with the call format of ``tau_tool_call_parser`` (``tool_prompt.py``)."""
 
 
+class WorkerKind(Choice):
+    """``tau_episode_worker_kind``: where ``tau_episode_workers`` play episodes (``engine/workers``)."""
+
+    PROCESS = "process"
+    """Local worker processes on the trainer's node (``workers/local.py``)."""
+    RAY = "ray"
+    """Ray actors on the cluster's CPUs (``workers/ray_actors.py``)."""
+
+
 class AgentErrorRule(Choice):
     """``tau_agent_error_rule``: which agent turns end the episode ``agent_error`` (scored 0), as τ²'s orchestrator.
 

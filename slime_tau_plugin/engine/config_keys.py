@@ -19,6 +19,7 @@ from slime_tau_plugin.engine.choices import (
     RewardMode,
     ToolsInPrompt,
     UserKind,
+    WorkerKind,
 )
 from slime_tau_plugin.engine.config_fields import setting
 from slime_tau_plugin.engine.envs import BENCHMARKS
@@ -114,6 +115,18 @@ class TauKeys(BaseModel):
         "args carry trust_remote_code or sglang_trust_remote_code set to true",
     )
     env_workers: int = setting(8, "threads that run τ code off the event loop", ge=1)
+    episode_workers: int = setting(
+        0,
+        "play episodes in N worker processes (or Ray actors: tau_episode_worker_kind) instead of the trainer's "
+        "process, whose event loop then only forwards requests and fills samples (0 = in the trainer's process)",
+        ge=0,
+    )
+    episode_worker_kind: WorkerKind = setting(
+        WorkerKind.PROCESS,
+        "where tau_episode_workers run: process (local processes on the trainer's node) or ray (Ray actors spread "
+        "over the cluster)",
+    )
+    episode_worker_cpus: float = setting(1.0, "CPUs Ray reserves for each episode actor", gt=0, noun="CPUs")
     env_timeout_s: float = setting(
         120.0, "timeout of one τ call (reset, step, user turn, reward)", gt=0, noun="seconds"
     )

@@ -34,6 +34,7 @@ __all__ = [
     "EndpointDownError",
     "EnvBackendError",
     "EpisodeDeadlineError",
+    "EpisodeWorkerError",
     "FailedEndpoint",
     "FailureGuardError",
     "JudgeError",
@@ -59,6 +60,8 @@ class FailedEndpoint(str, enum.Enum):
     ENV = "env"
     """The τ environment, or anything not blamed on a collaborator below."""
     CONFIG = "config"
+    WORKER = "worker"
+    """The episode worker process or Ray actor that played it died, twice (``tau_episode_workers``)."""
 
 
 class TauPluginError(Exception):
@@ -138,6 +141,12 @@ class EndpointDownError(TauPluginError):
     Clients re-raise it as their own error type (a policy error, a user-simulator error, a judge error) so
     episodes end with the usual FAILED statuses; the message names the endpoint and how long it has been down.
     """
+
+
+class EpisodeWorkerError(TauPluginError):
+    """The worker process or Ray actor playing the episode died, on its first try and on its retry."""
+
+    failed_endpoint = FailedEndpoint.WORKER
 
 
 class EpisodeDeadlineError(TauPluginError):

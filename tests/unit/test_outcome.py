@@ -17,6 +17,7 @@ from slime_tau_plugin.engine.errors import (
 )
 from slime_tau_plugin.engine.outcome import failed_result, filler_id, trainable_trajectory, training_reward
 from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.engine.workers.play import finish
 from slime_tau_plugin.tools.cli.runner import RolloutSample
 from tests.fakes.tokenizer import FakeTokenizer
 
@@ -59,7 +60,9 @@ def test_reward_shaping_adds_the_partial_score_in_training_only():
 def test_a_shaped_sample_keeps_taus_reward_and_metrics_use_it():
     config = TauConfig(reward_shaping=0.5)
     sample = RolloutSample(prompt=0, metadata={"benchmark": "tau2", "domain": "retail", "task_id": "7"})
-    fill_sample(None, sample, _result(TerminationReason.USER_STOP, 0.0, partial_score=0.6), FakeTokenizer(), config)
+    fill_sample(
+        None, sample, finish(_result(TerminationReason.USER_STOP, 0.0, partial_score=0.6), FakeTokenizer()), config
+    )
     assert sample.reward == 0.3 and sample.metadata["task_reward"] == 0.0
     metrics = episode_metrics([sample], "p/", with_pass_k=True)
     assert metrics["p/tau2/retail/reward_mean"] == 0.0 and metrics["p/tau2/retail/pass^1"] == 0.0
@@ -77,9 +80,9 @@ def test_a_failed_sample_names_the_endpoint_its_error_blames_as_a_typed_field():
         result = failed_result(config, exc)
         assert result.failed_endpoint is endpoint
         sample = RolloutSample(prompt=0, metadata={})
-        fill_sample(None, sample, result, FakeTokenizer(), config)
+        fill_sample(None, sample, finish(result, FakeTokenizer()), config)
         assert sample.metadata["failed_endpoint"] == endpoint.value
         assert failure_endpoint(sample) == endpoint.value
     completed = RolloutSample(prompt=0, metadata={})
-    fill_sample(None, completed, _result(TerminationReason.USER_STOP, 1.0), FakeTokenizer(), config)
+    fill_sample(None, completed, finish(_result(TerminationReason.USER_STOP, 1.0), FakeTokenizer()), config)
     assert "failed_endpoint" not in completed.metadata

@@ -1,8 +1,8 @@
 """slime entry point: ``--custom-generate-function-path slime_tau_plugin.adapters.slime.generate.generate``.
 
-The only module that knows slime's ``Sample``. It reads :class:`TauConfig` from ``args``, runs one
-episode (``engine.run_episode``) on the process's resources for that config (``resources.py``, built
-once, off the loop) with the config's policy client, and writes the result into the *same* Sample (through
+The only module that knows slime's ``Sample``. It reads :class:`TauConfig` from ``args``, turns the sample into an
+``EpisodeRequest``, has it played (``engine.workers``: in this process on its resources for that config, or in
+worker processes / Ray actors with ``tau_episode_workers``) and writes the result into the *same* Sample (through
 ``append_response_tokens`` when the class has it, so slime's own top-p/weight-version/cache bookkeeping
 holds). It is the failure boundary: an external failure, or a required setting that is absent, becomes a
 FAILED sample with the reason in ``metadata["error"]``, never an exception into slime. Wrong values
@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import logging
 import sys
+import uuid
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_tokens, stale_mask, stored_state, suspends
 from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.data import task_ref_from_sample
 from slime_tau_plugin.engine.episode import EpisodeResult
-from slime_tau_plugin.engine.episode_state import METADATA_KEY, EpisodeState
-from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError, ResumeError
-from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory, training_reward
-from slime_tau_plugin.engine.policy import require_policy_url
-from slime_tau_plugin.engine.process import process_registry
-from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import AbortCheck, run_episode
+from slime_tau_plugin.engine.episode_state import METADATA_KEY
+from slime_tau_plugin.engine.outcome import training_reward
+from slime_tau_plugin.engine.runner import AbortCheck
 from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode, HeldTokens
+from slime_tau_plugin.engine.workers.play import play_request
+from slime_tau_plugin.engine.workers.pools import pool_for
 
 logger = logging.getLogger(__name__)
 
@@ -51,50 +50,44 @@ async def play_sample(
 ) -> None:
     """Play the sample's task with the config's policy and fill the sample (slime's ``generate``, the CLI).
 
-    The process's resources for ``config`` come from their one cache (built off the loop on first use).
-    A required setting that is absent makes a FAILED sample; any other failure before the episode starts
-    too (the failure boundary). ``args`` is slime's (``append_response_tokens`` reads it; None elsewhere).
+    The episode runs in this process (``engine.workers.play_request`` on the process's resources, built off the
+    loop on first use) or, with ``tau_episode_workers``, in a worker process or Ray actor that runs the same
+    function: this process then only sends the request and fills the sample. Any failure of the episode is a
+    FAILED sample (the failure boundary); ``args`` is slime's (``append_response_tokens`` reads it; None elsewhere).
 
     Raises:
         ConfigError: a setting is present but unusable (a tokenizer path that holds none, a parser name).
     """
-    try:
-        require_policy_url(config)
-        resources = await EpisodeResources.for_config(config)
-    except MissingSettingError as exc:
-        _log_missing_once(str(exc))
-        fill_sample(args, sample, failed_result(config, exc), None, config, evaluation=evaluation)
-        return
-    except ConfigError:
-        raise
-    except Exception as exc:  # the failure boundary: an unexpected build failure is a FAILED sample too
-        logger.exception("slime-tau-plugin could not build its resources for %r", config)
-        fill_sample(args, sample, failed_result(config, exc), None, config, evaluation=evaluation)
-        return
+    request = episode_request(args, sample, sampling_params, config, evaluation=evaluation)
+    pool = await pool_for(config)
+    should_abort = slime_abort_check(args)
+    if pool is None:
+        finished = await play_request(config, request, should_abort)
+    else:
+        finished = await pool.run(request, should_abort)
+    abort_tally().note(finished.result)
+    fill_sample(args, sample, finished, config, evaluation=evaluation)
+
+
+def episode_request(
+    args: Any, sample: Any, sampling_params: dict[str, Any], config: TauConfig, *, evaluation: bool = False
+) -> EpisodeRequest:
+    """What the sample asks for, as a value any process can play (no live object, no tokenizer needed)."""
     session_id = getattr(sample, "session_id", None)
-    headers = {"X-SMG-Routing-Key": str(session_id)} if config.routing_key_header and session_id else None
-    resume = None
-    try:
-        ref = task_ref_from_sample(getattr(sample, "prompt", None), getattr(sample, "metadata", None), config)
-        resume = stored_state(args, sample)
-        result = await run_episode(
-            resources,
-            resources.policy,
-            ref,
-            dict(sampling_params),  # slime shares one dict across eval samples
-            session_id=session_id,
-            headers=headers,
-            should_abort=slime_abort_check(args),
-            resume=resume,
-            suspend=suspends(args) and not evaluation,
-        )
-    except ResumeError as exc:
-        result = failed_result(config, exc, getattr(resume, "task_ref", None))
-    except Exception as exc:  # the failure boundary: nothing reaches slime
-        logger.exception("episode for sample index=%s failed before it started", getattr(sample, "index", None))
-        result = failed_result(config, exc)
-    abort_tally().note(result)
-    fill_sample(args, sample, result, resources.tokenizer, config, evaluation=evaluation, resumed=resume)
+    metadata = dict(getattr(sample, "metadata", None) or {})
+    metadata.pop(METADATA_KEY, None)
+    state = stored_state(args, sample)
+    return EpisodeRequest(
+        request_id=uuid.uuid4().hex,
+        prompt=getattr(sample, "prompt", None),
+        metadata=metadata,
+        sampling_params=dict(sampling_params),  # slime shares one dict across eval samples
+        session_id=session_id,
+        headers={"X-SMG-Routing-Key": str(session_id)} if config.routing_key_header and session_id else None,
+        state=state,
+        held=HeldTokens.of(list(getattr(sample, "tokens", None) or [])) if state is not None else None,
+        suspend=suspends(args) and not evaluation,
+    )
 
 
 def slime_abort_check(args: Any) -> AbortCheck | None:
@@ -119,14 +112,7 @@ def slime_abort_check(args: Any) -> AbortCheck | None:
 
 
 def fill_sample(
-    args: Any,
-    sample: Any,
-    result: EpisodeResult,
-    tokenizer: Any,
-    config: TauConfig,
-    *,
-    evaluation: bool = False,
-    resumed: EpisodeState | None = None,
+    args: Any, sample: Any, finished: FinishedEpisode, config: TauConfig, *, evaluation: bool = False
 ) -> None:
     """Write an episode into slime's Sample (DESIGN §4 invariants hold on return).
 
@@ -134,9 +120,8 @@ def fill_sample(
     ``--mask-offpolicy-in-partial-rollout``) and appends what this step added; a suspended one keeps its
     trainable ids and leaves its state in ``metadata["tau_episode_state"]``.
     """
-    traj = trainable_trajectory(result, tokenizer)
+    result, traj, kept = finished.result, finished.trajectory, finished.kept_segments
     termination = result.termination
-    kept = len(resumed.segments) if resumed is not None and result.trajectory is traj else 0
     held_mask = list(getattr(sample, "loss_mask", None) or []) if kept else []
     if hasattr(sample, "append_response_tokens"):
         if not kept:
@@ -159,7 +144,7 @@ def fill_sample(
         mask = [min(a, b) for a, b in zip(held_mask, ours, strict=False)] + ours[len(held_mask) :]
         sample.loss_mask = mask  # DESIGN §4: a masked id's log-prob is 0.0, whoever masked it
         sample.rollout_log_probs = [lp if m else 0.0 for lp, m in zip(sample.rollout_log_probs, mask, strict=True)]
-    sample.response = tokenizer.decode(traj.response_ids, skip_special_tokens=False) if tokenizer is not None else ""
+    sample.response = finished.response_text
     sample.status = type(sample).Status[termination.status.name]
     sample.reward = training_reward(result, config, evaluation=evaluation)
     if termination.is_removed or hasattr(sample, "remove_sample"):  # slime drops it (and an abort itself)
@@ -174,7 +159,7 @@ def fill_sample(
         meta["tau_offpolicy_tokens"] = offpolicy_tokens(result.trajectory)
         versions = (seg.weight_version for seg in result.trajectory.segments)
         meta["tau_weight_versions"] = [v for v in versions if v is not None]
-    merged = {**(getattr(sample, "metadata", None) or {}), **meta}
+    merged = {**(getattr(sample, "metadata", None) or {}), **meta, **finished.worker}
     merged.pop(METADATA_KEY, None)
     if result.state is not None:
         merged[METADATA_KEY] = result.state.to_json()
@@ -202,11 +187,6 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
         meta["messages"] = list(result.messages)
         meta["tools"] = list(result.tools)
     return meta
-
-
-def _log_missing_once(message: str) -> None:
-    if process_registry().first_time("generate: missing setting", message):
-        logger.error("slime-tau-plugin cannot run episodes, every sample is FAILED: %s", message)
 
 
 def _reset_response(sample: Any, traj: Trajectory) -> None:

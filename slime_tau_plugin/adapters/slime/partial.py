@@ -4,9 +4,9 @@ With ``--partial-rollout``, slime's end-of-step ``abort`` hands the groups still
 and the next step passes the same ``Sample`` objects to ``generate`` again (its fully-async worker does the same
 with ABORTED groups after a weight update). ``generate`` then suspends an aborted episode into the sample
 (``metadata["tau_episode_state"]``, an ``EpisodeState``) and resumes it from there: :func:`stored_state` reads
-it back and checks that the sample still holds the tokens the state says. Without ``--partial-rollout`` an
-ABORTED sample restarts clean, and an episode slime aborts is thrown away: :class:`AbortTally` counts those
-(slime never shows them to a hook) for the step's metrics.
+it back, and the process that plays it checks that the sample still holds the tokens the state says. Without
+``--partial-rollout`` an ABORTED sample restarts clean, and an episode slime aborts is thrown away:
+:class:`AbortTally` counts those (slime never shows them to a hook) for the step's metrics.
 
 Weight versions: each model segment keeps the version that sampled it. slime's
 ``--mask-offpolicy-in-partial-rollout`` zeroes the whole earlier response; ``tau_max_weight_lag`` masks, at the
@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
-from slime_tau_plugin.engine.episode_state import METADATA_KEY, EpisodeState
-from slime_tau_plugin.engine.errors import ResumeError
+from slime_tau_plugin.engine.episode_state import METADATA_KEY
 from slime_tau_plugin.engine.process import process_registry
 from slime_tau_plugin.engine.trajectory import Trajectory
 
@@ -34,24 +33,14 @@ def suspends(args: Any) -> bool:
     return bool(getattr(args, "partial_rollout", False))
 
 
-def stored_state(args: Any, sample: Any) -> EpisodeState | None:
-    """The state to resume ``sample`` from: an ABORTED sample that holds one, with ``--partial-rollout`` on.
-
-    Raises:
-        ResumeError: the stored state is malformed, or the sample no longer holds the tokens it names.
-    """
+def stored_state(args: Any, sample: Any) -> Any:
+    """The suspended state to resume ``sample`` from (``EpisodeState.to_json()`` data): an ABORTED sample that
+    holds one, with ``--partial-rollout`` on; else None. The process that plays it parses and checks it against
+    the tokens the sample holds (``engine.workers.play.resumable_state``)."""
     raw = (getattr(sample, "metadata", None) or {}).get(METADATA_KEY)
     if raw is None or not suspends(args) or getattr(getattr(sample, "status", None), "name", None) != "ABORTED":
         return None
-    state = EpisodeState.from_json(raw)
-    held = list(getattr(sample, "tokens", None) or [])
-    stored = [*state.prompt_ids, *(t for seg in state.segments for t in seg.ids)]
-    if held != stored:
-        raise ResumeError(
-            f"resume: the sample holds {len(held)} tokens, not the {len(stored)} its suspended episode left "
-            "(something rewrote sample.tokens between steps)"
-        )
-    return state
+    return raw
 
 
 def weight_lags(traj: Trajectory) -> list[int | None]:
