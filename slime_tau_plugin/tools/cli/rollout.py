@@ -32,6 +32,7 @@ from slime_tau_plugin.tools.cli.flag_names import (
     TASK_FLAGS,
     TERMINATION_FLAGS,
     USER_FLAGS,
+    WORKER_FLAGS,
     add_config_flags,
     cli_key,
     config_values,
@@ -123,6 +124,7 @@ def add_termination_args(p: argparse.ArgumentParser) -> None:
     add_config_flags(
         p.add_argument_group("outages and deadlines (a failing endpoint costs time, not samples)"), RELIABILITY_FLAGS
     )
+    add_config_flags(p.add_argument_group("where episodes run (default: in this process)"), WORKER_FLAGS)
 
 
 def check_flags(ns: argparse.Namespace) -> None:

@@ -1,0 +1,160 @@
+"""Throughput and slime's loop with episodes in this process, in worker processes and in local Ray actors.
+
+The policy (``slime-tau serve --policy echo --latency-ms 100``) and an LLM user answering in 200 ms run in
+their own processes. Each episode: 3 policy turns and 4 user replies, so its latency-bound time is
+3 x 100 + 4 x 200 = 1.1 s, and N episodes at once ideally take 1.1 s. For each mode and N: wall time, episodes/s,
+the share of the ideal reached, CPU of slime's event-loop thread per episode and its share of the wall time
+(busy share), the loop's worst stall (a 10 ms ticker's lateness), and resident memory per in-flight episode
+(peak RSS of the processes playing episodes over their RSS before the batch, divided by N).
+
+    python benchmarks/episode_workers.py [--episodes 256 1024] [--modes inproc proc1 proc2 ray2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, os.path.dirname(__file__))
+
+from concurrent_episodes import USER_SERVER, _free_port, _wait_ready  # noqa: E402
+
+from slime_tau_plugin.adapters.slime.generate import play_sample  # noqa: E402
+from slime_tau_plugin.engine.config import TauConfig  # noqa: E402
+from slime_tau_plugin.engine.data import task_row  # noqa: E402
+from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
+from slime_tau_plugin.engine.loop_http import aclose_all  # noqa: E402
+from slime_tau_plugin.engine.templates import default_tokenizer_dir  # noqa: E402
+from slime_tau_plugin.engine.workers.pools import close_pools, pool_for  # noqa: E402
+from slime_tau_plugin.tools.cli.runner import RolloutSample  # noqa: E402
+from slime_tau_plugin.tools.soak.monitor import rss_mb  # noqa: E402
+
+SAMPLING = {"temperature": 1.0, "max_new_tokens": 256, "no_stop_trim": True, "skip_special_tokens": False}
+IDEAL_S = 3 * 0.1 + 4 * 0.2
+MODES = {"inproc": (0, "process"), "proc1": (1, "process"), "proc2": (2, "process"), "ray2": (2, "ray")}
+
+
+@dataclass
+class Row:
+    mode: str
+    n: int
+    wall: float
+    loop_cpu: float
+    worst_stall: float
+    mem_per_episode_kb: float
+
+
+async def _batch(config: TauConfig, n: int, tag: str, pids: list[int]) -> Row:
+    refs = get_backend("tau2").task_refs("retail", "train")
+    samples = [
+        RolloutSample(
+            prompt=task_row(i, refs[i % len(refs)])["index"],
+            metadata=task_row(i, refs[i % len(refs)])["metadata"],
+            session_id=f"{tag}-{i}",
+        )
+        for i in range(n)
+    ]
+    base = sum(rss_mb(p) or 0.0 for p in pids)
+    peak, worst = base, 0.0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal peak, worst
+        while not done.is_set():
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            worst = max(worst, time.monotonic() - before - 0.01)
+            peak = max(peak, sum(rss_mb(p) or 0.0 for p in pids)) if n and int(before * 10) % 2 == 0 else peak
+
+    watch = asyncio.create_task(ticker())
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    await asyncio.gather(*[play_sample(config, s, SAMPLING) for s in samples])
+    wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+    done.set()
+    await watch
+    bad = [s.metadata.get("error") for s in samples if s.status is not RolloutSample.Status.COMPLETED]
+    if bad:
+        raise SystemExit(f"{len(bad)} episodes did not complete: {bad[0]}")
+    await aclose_all()
+    return Row(tag, n, wall, cpu, worst, 1024 * (peak - base) / n)
+
+
+async def _run_mode(mode: str, base: TauConfig, sizes: list[int]) -> list[Row]:
+    workers, kind = MODES[mode]
+    config = base.model_copy(
+        update={"episode_workers": workers, "episode_worker_kind": kind, "episode_worker_cpus": 0.5}
+    )
+    pool = await pool_for(config)
+    await _batch(config, 8, f"{mode}-warm", [])  # start-up (workers, resources, τ domain) off the clock
+    if pool is None:
+        pids = [os.getpid()]
+    elif kind == "process":
+        pids = [slot.process.pid for slot in pool.slots]
+    else:
+        pids = []
+        for slot in pool.slots:
+            where = (await slot.actor.warm.remote())["tau_worker"]
+            pids.append(int(where.split(" pid ")[1].split()[0]))
+    rows = [await _batch(config, n, mode, pids) for n in sizes]
+    close_pools()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, nargs="+", default=[256, 1024])
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--tokenizer", default=None)
+    ns = parser.parse_args()
+    tokenizer = ns.tokenizer or default_tokenizer_dir()
+    policy_port, user_port = _free_port(), _free_port()
+    policy = subprocess.Popen(
+        [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve", "--policy", "echo", "--tokenizer", tokenizer]
+        + ["--port", str(policy_port), "--latency-ms", "100"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    user = subprocess.Popen([sys.executable, "-c", USER_SERVER, "0.2", str(user_port)], stdout=subprocess.PIPE)
+    if "ray2" in ns.modes:
+        import ray
+
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    try:
+        user.stdout.readline()
+        _wait_ready(f"http://127.0.0.1:{policy_port}")
+        base = TauConfig(
+            tokenizer_path=tokenizer,
+            policy_url=f"http://127.0.0.1:{policy_port}",
+            user="llm",
+            user_base_url=f"http://127.0.0.1:{user_port}/v1",
+            user_model="scripted-user",
+            user_timeout_s=300.0,
+            policy_timeout_s=300.0,
+        )
+        rows = [row for mode in ns.modes for row in asyncio.run(_run_mode(mode, base, ns.episodes))]
+        inproc = {r.n: r.wall for r in rows if r.mode == "inproc"}
+        print(
+            "| mode | episodes at once | wall s | episodes/s | share of ideal | vs in-process | loop CPU ms/episode "
+            "| loop busy share | worst loop stall ms | memory KB/episode |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            speedup = f"{inproc[r.n] / r.wall:.2f}x" if r.n in inproc else "-"
+            print(
+                f"| {r.mode} | {r.n} | {r.wall:.2f} | {r.n / r.wall:.0f} | {IDEAL_S / r.wall:.0%} | {speedup} | "
+                f"{1000 * r.loop_cpu / r.n:.2f} | {r.loop_cpu / r.wall:.0%} | {1000 * r.worst_stall:.0f} | "
+                f"{r.mem_per_episode_kb:.0f} |"
+            )
+    finally:
+        policy.kill()
+        user.kill()
+
+
+if __name__ == "__main__":
+    main()
