@@ -204,6 +204,7 @@ def main() -> int:
     p.add_argument("--user-wrong-share", type=float, default=0.3, help="--user flaky: episodes opened wrongly")
     p.add_argument("--filter", choices=("none", *faults.FILTERS), default="none", help="dynamic sampling filter")
     p.add_argument("--timeout-s", type=float, default=None, help="cap on the train rollout (failure runs)")
+    p.add_argument("--episode-workers", type=int, default=0, help="tau_episode_workers (0: in slime's process)")
     ns = p.parse_args()
     try:
         from slime.rollout.sglang_rollout import eval_rollout, generate_rollout_async
@@ -231,7 +232,9 @@ def main() -> int:
                 print(f"{url} lacks slime's router endpoints {missing}: slime's abort() would raise")
                 return 2
             user, user_url = faults.start_user(ns.user, ns.user_fail_share, ns.user_wrong_share)
-            (tau_yaml := tmp / "tau.yaml").write_text(faults.user_yaml(TAU_YAML, user_url))
+            (tau_yaml := tmp / "tau.yaml").write_text(
+                faults.with_workers(faults.user_yaml(TAU_YAML, user_url), ns.episode_workers)
+            )
             args = build_args(ns, tok, url, train, eval_yaml, tau_yaml)
             init_http_client(args)  # what RolloutManager.__init__ does (slime/ray/rollout.py:380); no Ray needed
             instrument()

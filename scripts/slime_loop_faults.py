@@ -98,6 +98,11 @@ def start_user(kind: str, fail_share: float, wrong_share: float) -> tuple[Any, s
     return server, server.base_url
 
 
+def with_workers(tau_yaml: str, workers: int) -> str:
+    """The plugin config with ``tau_episode_workers: workers`` (0 leaves it as it is: in slime's process)."""
+    return tau_yaml if not workers else tau_yaml.replace("}", f", tau_episode_workers: {workers}}}")
+
+
 def user_yaml(tau_yaml: str, user_url: str | None) -> str:
     if user_url is None:
         return tau_yaml

@@ -37,6 +37,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--latency-ms", type=int, default=150)
     p.add_argument("--mask-offpolicy", action="store_true", help="slime's --mask-offpolicy-in-partial-rollout")
     p.add_argument("--no-partial", action="store_true", help="baseline: without --partial-rollout")
+    p.add_argument("--episode-workers", type=int, default=0, help="tau_episode_workers (0: in slime's process)")
     ns = p.parse_args()
     ns.max_response_len, ns.max_tokens_per_gpu, ns.max_context_len = 4096, 16384, 16384
     ns.filter, ns.user = "none", "scripted"
@@ -127,7 +128,9 @@ def main() -> int:
         server, url = loop.start_server(tok, ns.latency_ms, tmp / "server.log")
         try:
             train, eval_yaml = loop.prepare(tmp, ["tau2/retail/test"])
-            (tau_yaml := tmp / "tau.yaml").write_text(faults.user_yaml(loop.TAU_YAML, None))
+            (tau_yaml := tmp / "tau.yaml").write_text(
+                faults.with_workers(faults.user_yaml(loop.TAU_YAML, None), ns.episode_workers)
+            )
             args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
             init_http_client(args)
             data_source = load_function(args.data_source_path)(args)
