@@ -1,18 +1,20 @@
 """How an episode begins: fresh (open the env, the user, the prompt), or from a suspended episode's state.
 
 A fresh start opens τ's environment for the task, the tooling for its tools, the user simulator and its
-opening, and renders the prompt. A resume builds the same collaborators from an :class:`EpisodeState`
-alone: a fresh environment with the logged calls replayed and checked (``env_log.replay``), the template
-of the same mode and the same prompt ids, the user simulator given back its snapshot, the trajectory,
-counters and clocks as they were. Any disagreement is a :class:`ResumeError` (the sample FAILS naming it).
+opening, and renders the prompt (a τ² task may begin mid-conversation: ``EnvSession.history``). A resume
+builds the same collaborators from an :class:`EpisodeState` alone: a fresh environment with the logged calls
+replayed and checked (``env_log.replay``), the template of the same mode and the same prompt ids, the user
+simulator given back its snapshot, the trajectory, counters and clocks as they were. Any disagreement is a
+:class:`ResumeError` (the sample FAILS naming it).
 """
 
 from __future__ import annotations
 
 from slime_tau_plugin.engine.env_log import RecordingSession, replay
-from slime_tau_plugin.engine.episode import EpisodeCounters
+from slime_tau_plugin.engine.envs.base import FirstMove, MessageHistory
+from slime_tau_plugin.engine.episode import EpisodeCounters, TerminationReason
 from slime_tau_plugin.engine.episode_state import EpisodeState
-from slime_tau_plugin.engine.errors import EnvBackendError, ResumeError
+from slime_tau_plugin.engine.errors import EnvBackendError, ResumeError, UserSimulatorError
 from slime_tau_plugin.engine.limits import StepLedger
 from slime_tau_plugin.engine.live_episode import EpisodeCalls, LiveEpisode, ResumeStats
 from slime_tau_plugin.engine.resources import EpisodeResources
@@ -21,14 +23,38 @@ from slime_tau_plugin.engine.users import make_user
 
 
 async def open_fresh(calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, seed: int | None) -> None:
-    """Open the env, the tooling and the user; ``seed`` (the episode's ``sampling_seed``) seeds an LLM user."""
+    """Open the env, the tooling and the user; ``seed`` (the episode's ``sampling_seed``) seeds an LLM user.
+
+    The prompt is the system prompt, the task's message history as the agent saw it (if any) and, when the user
+    speaks first (always without history), the user's first message. A user who stops at once ends a task with
+    history (``ep.ended``), as in τ²; without history it is a user-simulator failure.
+    """
     session = await calls.env(ep, resources.backend.open, ep.task, resources.env_options)
     await _tooling_and_user(calls, resources, ep, RecordingSession(session), seed)
-    opening = await calls.user(ep, ep.user.opening())
-    ep.ledger.message()  # τ² counts the user's opening, not its greeting
-    ep.messages = [{"role": "system", "content": session.agent_system_prompt}, {"role": "user", "content": opening}]
-    await calls.env(ep, ep.session.record_message, "user", opening)
+    history = session.history
+    first = history.first_move if history is not None else FirstMove.USER
+    ep.messages = [{"role": "system", "content": session.agent_system_prompt}]
+    ep.messages += [dict(m) for m in history.agent_view] if history is not None else []
+    if first is FirstMove.USER_STOPPED:
+        ep.ended = TerminationReason.USER_STOP
+    if first is FirstMove.USER:
+        turn = await calls.user(ep, ep.user.opening())
+        ep.count_user_turn(turn)  # τ² counts the user's first message, not its greeting
+        if turn.is_stop and history is None:
+            raise UserSimulatorError(f"the user simulator stopped before saying anything: {turn.text[:200]!r}")
+        if turn.is_stop:
+            ep.ended = TerminationReason.USER_STOP
+        else:
+            ep.messages.append({"role": "user", "content": turn.text})
+            await calls.env(ep, ep.session.record_message, "user", turn.text)
     ep.trajectory = Trajectory(await calls.blocking(ep.template.prompt_ids, ep.messages, error=EnvBackendError))
+
+
+def prompt_messages(history: MessageHistory | None) -> int:
+    """How many of an episode's messages its prompt holds: system, the history, the user's first message."""
+    if history is None:
+        return 2
+    return 1 + len(history.agent_view) + int(history.first_move is FirstMove.USER)
 
 
 async def resume(
@@ -47,7 +73,8 @@ async def resume(
             f"resume: the chat template now computes continuations as {ep.template.mode.value!r}; "
             f"the suspended episode used {state.template_mode!r}"
         )
-    prompt = await calls.blocking(ep.template.prompt_ids, list(state.messages[:2]), error=EnvBackendError)
+    opening = list(state.messages[: prompt_messages(session.history)])
+    prompt = await calls.blocking(ep.template.prompt_ids, opening, error=EnvBackendError)
     if tuple(prompt) != state.prompt_ids:
         raise ResumeError("resume: the stored prompt ids are not what this tokenizer and template render")
     ep.user.restore(dict(state.user))

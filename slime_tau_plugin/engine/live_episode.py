@@ -25,7 +25,7 @@ from slime_tau_plugin.engine.task_ref import TaskRef
 from slime_tau_plugin.engine.templates import ChatTemplate
 from slime_tau_plugin.engine.tool_calls import ToolCallParser
 from slime_tau_plugin.engine.trajectory import Trajectory
-from slime_tau_plugin.engine.users import UserSimulator
+from slime_tau_plugin.engine.users import UserSimulator, UserTurn
 
 T = TypeVar("T")
 
@@ -70,9 +70,18 @@ class LiveEpisode:
     """Retries, waits and user usage (``endpoints.py``); also the episode's deadline."""
     user_info: dict[str, Any] = field(default_factory=dict)
     resumed: ResumeStats = ResumeStats()
+    ended: TerminationReason | None = None
+    """Set when the episode is over before the model's first turn (a task whose history ends with the user's stop)."""
 
     def active_s(self) -> float:
         return self.active_before_s + time.perf_counter() - self.t0
+
+    def count_user_turn(self, turn: UserTurn) -> None:
+        """τ²'s steps and errors for a user message: one step for it, two per tool call it made first (the call
+        and its answers), and the errors those answers had."""
+        self.ledger.message(1 + 2 * turn.tool_rounds)
+        self.ledger.errors += turn.tool_errors
+        self.counters = self.counters.plus(user_tool_errors=turn.tool_errors)
 
     def result(
         self,

@@ -118,7 +118,7 @@ class EpisodeEngine:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
         error = None
         try:
-            termination = await self._loop(ep, sampling_params, run)
+            termination = ep.ended or await self._loop(ep, sampling_params, run)
         except EpisodeDeadlineError as exc:
             termination, error = TerminationReason.DEADLINE, str(exc)
         except ContextLengthError as exc:
@@ -206,9 +206,7 @@ class EpisodeEngine:
             if limit is not None:
                 return [], limit
             turn = await self._user_reply(ep, action.content)
-            ep.ledger.message(1 + 2 * turn.tool_rounds)  # each user tool call: its message and its answers
-            ep.ledger.errors += turn.tool_errors
-            ep.counters = ep.counters.plus(user_tool_errors=turn.tool_errors)
+            ep.count_user_turn(turn)
             if turn.is_stop:  # a limit reached on the same step wins, as in τ²
                 return [], self._limit(ep) or TerminationReason.USER_STOP
             return [{"role": "user", "content": turn.text}], self._limit(ep)

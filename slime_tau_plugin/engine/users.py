@@ -49,8 +49,8 @@ class UserTurn:
 
 
 class UserSimulator(Protocol):
-    async def opening(self) -> str:
-        """The first user message."""
+    async def opening(self) -> UserTurn:
+        """The first user message (after the task's message history, when it has one)."""
 
     async def reply(self, agent_message: str) -> UserTurn:
         """Answer one agent message."""
@@ -79,8 +79,8 @@ class ScriptedUser:
         self._replies = 0
         self._pending = [a for a in session.script.gold_actions if a.requestor == "user"]
 
-    async def opening(self) -> str:
-        return self.session.script.user_instructions
+    async def opening(self) -> UserTurn:
+        return UserTurn(self.session.script.user_instructions)
 
     async def reply(self, agent_message: str) -> UserTurn:
         check = self._named_check(agent_message)
@@ -134,17 +134,14 @@ class LLMUser:
         self.blocking = blocking
         self.client = client
         self.tools = list(session.user_tools) or None
-        # The user's own view: it is the "assistant", the agent is its "user".
-        self.history: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt},
-            {"role": "user", "content": session.first_agent_message},
-        ]
+        # The user's own view: it is the "assistant", the agent is its "user". A task that begins
+        # mid-conversation gives it that conversation instead of τ's greeting, as τ²'s orchestrator does.
+        greeting = ({"role": "user", "content": session.first_agent_message},)
+        start = session.history.user_view if session.history is not None else greeting
+        self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *map(dict, start)]
 
-    async def opening(self) -> str:
-        turn = await self._speak()
-        if turn.is_stop:
-            raise UserSimulatorError(f"the user simulator stopped before saying anything: {turn.text[:200]!r}")
-        return turn.text
+    async def opening(self) -> UserTurn:
+        return await self._speak()
 
     async def reply(self, agent_message: str) -> UserTurn:
         self.history.append({"role": "user", "content": agent_message})

@@ -7,6 +7,7 @@ their τ package lazily, so this package imports without any τ installed.
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,28 @@ class TaskScript:
     """τ's id of the task (τ² telecom tasks share instructions: only the id tells them apart)."""
 
 
+class FirstMove(str, enum.Enum):
+    """Who goes on from a task's message history (τ²'s orchestrator decides by its last message)."""
+
+    AGENT = "agent"
+    """It ends with the user's text or the answer to the agent's tool call: the model's turn."""
+    USER = "user"
+    """It ends with the agent's text or the answer to the user's tool call: the user speaks, then the model."""
+    USER_STOPPED = "user_stopped"
+    """It ends with the user's stop: the episode is over before the model's first turn (and scored)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageHistory:
+    """A task that begins mid-conversation (τ²'s ``initial_state.message_history``), as each side saw it."""
+
+    agent_view: tuple[dict[str, Any], ...]
+    """Chat messages after the agent's system prompt: in the model's first prompt (never trained on)."""
+    user_view: tuple[dict[str, Any], ...]
+    """The LLM user's messages after its system prompt, roles flipped (the user is the ``assistant``)."""
+    first_move: FirstMove
+
+
 @dataclass(frozen=True, slots=True)
 class EnvOptions:
     """Per-run choices about how episodes are scored (same for every episode of a run)."""
@@ -105,7 +128,9 @@ class EnvSession(ABC):
     user_stop_markers: tuple[str, ...] = (STOP_MARKER,)
     """Text that ends the episode when the simulated user says it (τ² also has transfer/out-of-scope)."""
     first_agent_message: str = "Hi! How can I help you today?"
-    """The greeting τ's LLM user answers with its opening message."""
+    """The greeting τ's LLM user answers with its opening message (a task without history)."""
+    history: MessageHistory | None = None
+    """The conversation the task begins with (τ² ``message_history``); None: it starts from scratch."""
 
     @abstractmethod
     def step(self, call: EnvToolCall) -> StepResult:

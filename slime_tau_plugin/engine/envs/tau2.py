@@ -4,7 +4,7 @@ Drives ``tau2``'s ``Environment`` directly (the gym wrapper polls a thread every
 copy-on-access databases (``tau2_data.Tau2Domain``) and records the episode as τ² messages. The
 reward (``tau2_reward.fast_reward_info``) equals ``tau2.evaluator.evaluate_simulation`` on the same
 messages, which ``reference_reward`` runs itself. Telecom's user-side device tools run with
-``requestor="user"``.
+``requestor="user"``. A task's message history is each side's too (``tau2_history``, ``Tau2Session.history``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from slime_tau_plugin.engine.envs.tau2_data import (
     import_tau2,
     task_script,
 )
+from slime_tau_plugin.engine.envs.tau2_history import message_history
 from slime_tau_plugin.engine.envs.tau2_judge import configure_judge
 from slime_tau_plugin.engine.envs.tau2_reward import (
     NL_EXCLUDED,
@@ -62,6 +63,7 @@ class Tau2Session(EnvSession):
         users = self._m["user.user_simulator"]
         self.user_stop_markers = tuple(getattr(users, name) for name in STOP_MARKER_NAMES if hasattr(users, name))
         self.messages: list[Any] = list(task.initial_state.message_history or []) if task.initial_state else []
+        self.history = message_history(self._m, task, self.user_stop_markers)
 
     def _call(self, call: EnvToolCall, requestor: str) -> StepResult:
         msg = self._m["data_model.message"]
@@ -210,10 +212,9 @@ class Tau2Backend(EnvBackend):
         if options.judge is not None and options.nl_assertions is NLAssertionMode.JUDGE and has_nl_assertions(task):
             configure_judge(self.mods, options.judge)
         try:
-            env = domain.initialized_env(task)
+            return Tau2Session(domain, task, domain.initialized_env(task), options)
         except ValueError as exc:
             raise EnvBackendError(f"task {ref.domain}/{ref.task_id}: initial state does not replay: {exc}") from exc
-        return Tau2Session(domain, task, env, options)
 
     def package_version(self) -> dict[str, str]:
         return dict(self._version)

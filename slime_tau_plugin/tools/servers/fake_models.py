@@ -112,7 +112,11 @@ class OracleModel(_TextModel):
             self._ready.set()
 
     def find(self, text: str) -> tuple[int, TaskGroup] | None:
-        """The tasks whose instruction is the first user message of ``text``, and the offset where it ends."""
+        """The tasks whose instruction is the first user message of ``text``, and the offset where it ends.
+
+        A task that begins mid-conversation (τ² ``message_history``) opens with its history: the scripted user's
+        instruction comes after it, so any known instruction in the text counts there.
+        """
         if self._user_turn is None:
             return self.index.within(text)
         header, footer = self._user_turn
@@ -123,7 +127,7 @@ class OracleModel(_TextModel):
         end = text.find(footer, start)
         end = len(text) if end < 0 else end
         group = self.index.by_instruction.get(text[start:end].strip())
-        return None if group is None else (end, group)
+        return self.index.within(text) if group is None else (end, group)
 
     def reply(self, text: str) -> str:
         found = self.find(text)
