@@ -419,10 +419,11 @@ def test_exception_inside_a_tool_step_is_env_error() -> None:
 
 
 def test_step_slower_than_the_env_timeout_is_env_error() -> None:
-    run = play([GET_1], faults=EnvFaults(step_delay_s=0.3), env_timeout_s=0.03)
+    # The timeout covers every env call (reset, tooling): 1 s leaves them room on a loaded box.
+    run = play([GET_1], faults=EnvFaults(step_delay_s=3.0), env_timeout_s=1.0)
     run.assert_outcome(Reason.ENV_ERROR, SampleStatus.FAILED, EpisodeCounters(tool_calls=1), 0.0)
-    assert "timed out after 0.03s" in run.result.error
-    assert run.result.timings.env_s >= 0.03 and run.result.timings.total_s < 0.3
+    assert "timed out after 1.0s" in run.result.error
+    assert run.result.timings.env_s >= 1.0 and run.result.timings.total_s < 3.0
 
 
 def test_slow_step_within_the_timeout_is_timed_as_env_time() -> None:
