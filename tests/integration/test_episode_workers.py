@@ -15,6 +15,7 @@ import signal
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.adapters.slime.metrics import worker_metrics
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.episode_state import METADATA_KEY
@@ -109,6 +110,7 @@ def test_a_killed_worker_costs_only_its_own_episodes_a_replay(slow_oracle, qwen2
     assert all(s.metadata["tau_worker_lost"][0].startswith(f"{victim.name}: pid ") for s in lost)
     assert all(s.metadata["tau_worker_lost"][0].endswith("code -9") for s in lost)
     assert pool.replaced == 1 and pool.slots[0] is not victim and pool.slots[0].process.poll() is None
+    assert worker_metrics([s.metadata for s in samples]) == {"workers/count": 2.0, "workers/replayed": 0.5}
 
 
 def test_slimes_abort_reaches_a_worker_within_one_turn_and_the_state_crosses_back(

@@ -149,10 +149,20 @@ def log_rollout(
     ours = [s.metadata for s in flat if _is_ours(s)]
     tally = abort_tally().take()
     if ours or any(tally.values()):
-        partial = tally | resume_metrics(ours)
+        partial = tally | resume_metrics(ours) | worker_metrics(ours)
         metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in partial.items()}
     emit(args, rollout_id, metrics, "rollout/step")
     return False
+
+
+def worker_metrics(metas: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """With ``tau_episode_workers``: how many workers played the step, and the share of episodes played again
+    because their worker died (none without workers)."""
+    workers = {m["tau_worker"].split(" pid ")[0] for m in metas if m.get("tau_worker")}
+    if not workers:
+        return {}
+    replayed = sum(1 for m in metas if m.get("tau_worker_lost"))
+    return {"workers/count": float(len(workers)), "workers/replayed": replayed / len(metas)}
 
 
 def log_eval(rollout_id: int, args: Any, data: dict[str, dict[str, Any]], extra_metrics: Any) -> bool:
