@@ -197,6 +197,8 @@ def _fresh_endpoint_history() -> Iterator[None]:
     """Each test starts with no endpoint known to have answered (``endpoints.py``): a later test's server on a
     reused port is not waited for as an earlier test's endpoint in an outage."""
     from slime_tau_plugin.engine.endpoints import forget_endpoint_history
+    from slime_tau_plugin.engine.user_budget import user_token_ledger
 
     forget_endpoint_history()
+    user_token_ledger().forget()  # each test starts with no user token spent (tau_user_token_budget_*)
     yield

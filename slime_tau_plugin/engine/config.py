@@ -16,6 +16,7 @@ config is hashable and equal by value: it is the key of the process resources (`
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,8 @@ from slime_tau_plugin.engine.config_slime import slime_values
 from slime_tau_plugin.engine.envs import BENCHMARKS, check_domain
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.limits import EpisodeLimits
+from slime_tau_plugin.engine.replicas import bad_url, split_urls
+from slime_tau_plugin.engine.user_budget import TokenBudget
 
 __all__ = ["LLMEndpoint", "TauConfig", "coerce_field", "env_secret", "known_key"]
 
@@ -41,7 +44,7 @@ class LLMEndpoint:
     """
 
     base_url: str
-    """e.g. ``http://127.0.0.1:30001/v1`` (``/chat/completions`` is appended)."""
+    """e.g. ``http://127.0.0.1:30001/v1`` (``/chat/completions`` is appended); several replicas comma-separated."""
     model: str
     api_key_env: str | None = None
     timeout_s: float = 60.0
@@ -53,6 +56,11 @@ class LLMEndpoint:
     @property
     def api_key(self) -> str | None:
         return env_secret(self.api_key_env)
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The replicas' base URLs (one for a single endpoint)."""
+        return split_urls(self.base_url)
 
 
 class TauConfig(TauKeys):
@@ -87,6 +95,25 @@ class TauConfig(TauKeys):
         if info.field_name and cf.refuses_bool(cls.model_fields[info.field_name], value):
             raise ValueError("a boolean is not a number")
         return value
+
+    @field_validator("user_base_url", "judge_base_url", mode="before")
+    @classmethod
+    def _replica_urls(cls, value: Any, info: ValidationInfo) -> Any:
+        """One URL, several comma-separated, or a list (slime's YAML, verl's config): one comma-joined string,
+        each URL checked."""
+        if value is None or not isinstance(value, (str, Sequence)):
+            return value
+        urls = split_urls(value)
+        key = cf.key_namer(info.context)(info.field_name or "")
+        if not urls:
+            raise ConfigError(f"{key}={value!r} names no URL; expected e.g. http://host:8000/v1 (several: a,b)")
+        for url in urls:
+            if bad_url(url):
+                raise ConfigError(
+                    f"{key} has {url!r}, which is not an http(s) URL; expected e.g. http://host:8000/v1 "
+                    "(several replicas: comma-separated)"
+                )
+        return ",".join(urls)
 
     @model_validator(mode="after")
     def _combinations(self, info: ValidationInfo) -> TauConfig:
@@ -142,6 +169,11 @@ class TauConfig(TauKeys):
             self.user_retries,
             self.user_temperature,
         )
+
+    @property
+    def user_token_budget(self) -> TokenBudget:
+        """The LLM user's token limits per rollout step and per run (``user_budget.py``)."""
+        return TokenBudget(self.user_token_budget_per_step, self.user_token_budget_total)
 
     def judge_endpoint(self) -> LLMEndpoint | None:
         """The NL-assertion judge's endpoint, or None for τ's default judge."""

@@ -50,7 +50,11 @@ class TauKeys(BaseModel):
     user: UserKind = setting(
         UserKind.SCRIPTED, "user simulator: scripted (no LLM) or llm (τ's simulator on an OpenAI-compatible endpoint)"
     )
-    user_base_url: str | None = setting(None, "the LLM user's OpenAI-compatible base URL, …/v1 (the llm user needs it)")
+    user_base_url: str | None = setting(
+        None,
+        "the LLM user's OpenAI-compatible base URL, …/v1 (the llm user needs it); several replicas: comma-separated "
+        "(or a YAML list), balanced by requests in flight, each with its own outage guard",
+    )
     user_model: str | None = setting(None, "the LLM user's model name at that endpoint (default: none)")
     user_api_key_env: str | None = setting(
         None, "NAME of the environment variable holding the LLM user's API key, never the key (default: no key)"
@@ -61,6 +65,20 @@ class TauKeys(BaseModel):
     )
     user_temperature: float = setting(
         0.0, "the LLM user model's temperature; each episode also sends a seed, its sampling_seed", ge=0
+    )
+    user_token_budget_per_step: int | None = setting(
+        None,
+        "tokens (prompt + completion) the LLM user may spend in one rollout step; once spent, episodes end "
+        "user_token_budget (TRUNCATED, not trained on) until the next step (default: no limit)",
+        ge=1,
+        noun="tokens",
+    )
+    user_token_budget_total: int | None = setting(
+        None,
+        "tokens the LLM user may spend in the whole run (this process); once spent, episodes end "
+        "user_token_budget (default: no limit)",
+        ge=1,
+        noun="tokens",
     )
     scripted_user_replies: int = setting(
         0, "how many times the scripted user answers an agent message before it stops the episode", ge=0
@@ -141,7 +159,11 @@ class TauKeys(BaseModel):
         NLAssertionMode.JUDGE,
         "τ³ tasks with NL assertions: ask the judge, or exclude them from the reward (said in metadata)",
     )
-    judge_base_url: str | None = setting(None, "NL-assertion judge URL, OpenAI-compatible (default: τ's own judge)")
+    judge_base_url: str | None = setting(
+        None,
+        "NL-assertion judge URL, OpenAI-compatible (default: τ's own judge); several replicas: comma-separated "
+        "(or a YAML list)",
+    )
     judge_model: str | None = setting(None, "judge model name (default: τ's own)")
     judge_api_key_env: str | None = setting(None, "NAME of the judge key's environment variable (default: none)")
     judge_timeout_s: float = setting(120.0, "seconds per judge request (litellm's timeout)", gt=0, noun="seconds")

@@ -14,17 +14,16 @@ judge. Three things must hold per endpoint, not per request:
   (one probe request every few seconds is let through), and the first success closes it again.
 
 A request that keeps failing while the same endpoint answers other requests is its own problem: it gives
-up after its tries, as before. Per-episode numbers (retries, time waiting out outages and for slots, the
-user simulator's token usage) go to the episode's :class:`NetStats`, found through a context variable, so
-no client signature carries them. The guards live in one :class:`EndpointRegistry` (``endpoint_registry()``, held
-by the process registry), keyed by role, URL and settings; ``retry.py`` drives a guard only through its methods.
+up after its tries, as before. Per-episode numbers go to the episode's ``net_stats.NetStats``; several replicas
+of one role are balanced over their guards by ``replicas.py``. The guards live in one :class:`EndpointRegistry`
+(``endpoint_registry()``, held by the process registry), keyed by role, URL and settings; ``retry.py`` drives a
+guard only through its methods.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import enum
 import logging
 import threading
@@ -34,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from slime_tau_plugin.engine.errors import EndpointDownError
+from slime_tau_plugin.engine.net_stats import NetStats
 from slime_tau_plugin.engine.process import process_registry
 
 logger = logging.getLogger(__name__)
@@ -63,67 +63,6 @@ class GuardSettings:
 
 
 @dataclass(slots=True)
-class NetStats:
-    """One episode's network bookkeeping (lands in ``sample.metadata``)."""
-
-    retry_budget: int | None = None
-    """Retries this episode may still spend on transient faults (None = unlimited)."""
-    deadline: float | None = None
-    """``time.monotonic()`` past which the episode must end."""
-    retries: int = 0
-    outage_wait_s: float = 0.0
-    """Time spent waiting for a failing endpoint to come back."""
-    slot_wait_s: float = 0.0
-    """Time spent waiting for an in-flight slot (``tau_*_max_inflight``)."""
-    user_requests: int = 0
-    user_prompt_tokens: int = 0
-    user_completion_tokens: int = 0
-    user_latency_s: float = 0.0
-    """Time the user simulator's HTTP requests took (its tools and our own CPU excluded)."""
-
-    def spend_retry(self) -> bool:
-        """Take one retry from the budget; False when it is spent."""
-        if self.retry_budget is not None:
-            if self.retry_budget <= 0:
-                return False
-            self.retry_budget -= 1
-        self.retries += 1
-        return True
-
-    def past_deadline(self, after_s: float = 0.0) -> bool:
-        return self.deadline is not None and time.monotonic() + after_s > self.deadline
-
-    def as_metadata(self) -> dict[str, float | int]:
-        return {
-            "net_retries": self.retries,
-            "outage_wait_s": round(self.outage_wait_s, 4),
-            "slot_wait_s": round(self.slot_wait_s, 4),
-            "user_requests": self.user_requests,
-            "user_prompt_tokens": self.user_prompt_tokens,
-            "user_completion_tokens": self.user_completion_tokens,
-            "user_latency_s": round(self.user_latency_s, 4),
-        }
-
-
-_episode_stats: contextvars.ContextVar[NetStats | None] = contextvars.ContextVar("tau_episode_net", default=None)
-
-
-def current_stats() -> NetStats | None:
-    """The running episode's stats (None outside an episode, e.g. a CLI pre-flight request)."""
-    return _episode_stats.get()
-
-
-@contextlib.contextmanager
-def episode_stats(stats: NetStats):
-    """Make ``stats`` the current episode's for the duration of the block (each asyncio task has its own)."""
-    token = _episode_stats.set(stats)
-    try:
-        yield stats
-    finally:
-        _episode_stats.reset(token)
-
-
-@dataclass(slots=True)
 class EndpointGuard:
     """One endpoint's shared state (see the module docstring); only its own methods change it.
 
@@ -141,6 +80,10 @@ class EndpointGuard:
     openings: int = 0
     """Times the breaker opened (the soak's report)."""
     answers: int = 0
+    inflight: int = 0
+    """Requests of this process now out to it (slot waits included): what ``replicas.py`` balances on."""
+    last_sent: float = 0.0
+    """``monotonic()`` of the last request sent to it (``replicas.py`` probes a failing replica after a while)."""
     _down_since: float | None = None
     """``monotonic()`` of the first failure since the last success; None while the endpoint answers."""
     _is_open: bool = False
@@ -253,6 +196,16 @@ class EndpointGuard:
         finally:
             self._waiting -= 1
         return delay
+
+    @property
+    def is_open(self) -> bool:
+        """The breaker is open: requests fail at once, but for one probe per ``PROBE_INTERVAL_S``."""
+        return self._is_open
+
+    @property
+    def is_failing(self) -> bool:
+        """Its last request failed and none sent since has succeeded (the outage clock runs)."""
+        return self._down_since is not None
 
     def down_error(self) -> EndpointDownError:
         """The same words for every episode it fails (the CLI shows a repeated warning once; the breaker's

@@ -60,6 +60,9 @@ class TerminationReason(str, enum.Enum):
     DEADLINE = "deadline"
     """``tau_episode_timeout_s`` passed: TRUNCATED, not scored, not trained on (the wall clock measures the
     servers, not the policy; a reward of 0 would teach it about latency), dropped from group statistics."""
+    USER_TOKEN_BUDGET = "user_token_budget"
+    """The LLM user's token budget (``tau_user_token_budget_per_step`` / ``_total``) is spent: TRUNCATED, not
+    scored, not trained on, dropped from group statistics, like ``deadline``."""
     ENV_ERROR = "env_error"
     USER_ERROR = "user_error"
     POLICY_ERROR = "policy_error"
@@ -78,13 +81,19 @@ class TerminationReason(str, enum.Enum):
     def is_trainable(self) -> bool:
         """The one "must not train" rule of every front door: failures and aborts add no gradient
         (mask and log-probs 0, reward 0; slime also drops them with ``remove_sample``)."""
-        return not (self.is_failure or self in (TerminationReason.ABORTED, TerminationReason.DEADLINE))
+        return not (self.is_failure or self is TerminationReason.ABORTED or self.is_cut_off)
 
     @property
     def is_removed(self) -> bool:
         """slime must drop the sample (``remove_sample``): it neither trains nor enters group statistics. An
         abort is not: slime discards aborted samples itself."""
-        return self.is_failure or self is TerminationReason.DEADLINE
+        return self.is_failure or self.is_cut_off
+
+    @property
+    def is_cut_off(self) -> bool:
+        """Ended by a run-level limit (the deadline, the user's token budget), not by anything the policy did:
+        never trained on, dropped from group statistics, not an endpoint failure."""
+        return self in (TerminationReason.DEADLINE, TerminationReason.USER_TOKEN_BUDGET)
 
     @property
     def status(self) -> SampleStatus:

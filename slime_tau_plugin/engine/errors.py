@@ -15,6 +15,7 @@
     ├── EndpointDownError       an endpoint's breaker is open (``endpoints.py``); each client re-raises it as
     │                           its own error above, so an episode never ends on it
     ├── EpisodeDeadlineError    ``tau_episode_timeout_s`` passed while a request waited to retry: TRUNCATED
+    ├── UserTokenBudgetError    the LLM user's token budget (``tau_user_token_budget_*``) is spent: TRUNCATED
     └── FailureGuardError       too many recent episodes FAILED for one endpoint: the run must stop
 
 Each error names the collaborator it blames (``failed_endpoint``, a :class:`FailedEndpoint`): a FAILED
@@ -46,6 +47,7 @@ __all__ = [
     "ResumeError",
     "TauPluginError",
     "UserSimulatorError",
+    "UserTokenBudgetError",
     "failed_endpoint_of",
 ]
 
@@ -151,6 +153,13 @@ class EpisodeWorkerError(TauPluginError):
 
 class EpisodeDeadlineError(TauPluginError):
     """The episode's wall-clock deadline (``tau_episode_timeout_s``) passed while it waited on a retry."""
+
+
+class UserTokenBudgetError(TauPluginError):
+    """The LLM user simulator's token budget for this rollout step or this run is spent (``user_budget.py``):
+    the episode ends ``user_token_budget`` (TRUNCATED, not scored, not trained on), never on a cut conversation."""
+
+    failed_endpoint = FailedEndpoint.USER
 
 
 class FailureGuardError(TauPluginError):

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from slime_tau_plugin.engine.blocking import run_blocking
-from slime_tau_plugin.engine.endpoints import NetStats
 from slime_tau_plugin.engine.env_log import RecordingSession
 from slime_tau_plugin.engine.episode import EpisodeCounters, EpisodeResult, EpisodeTimings, TerminationReason
 from slime_tau_plugin.engine.episode_state import EpisodeState, segment_states
 from slime_tau_plugin.engine.errors import EnvBackendError, FailedEndpoint, TauPluginError, UserSimulatorError
 from slime_tau_plugin.engine.limits import StepLedger
+from slime_tau_plugin.engine.net_stats import NetStats
 from slime_tau_plugin.engine.task_ref import TaskRef
 from slime_tau_plugin.engine.templates import ChatTemplate
 from slime_tau_plugin.engine.tool_calls import ToolCallParser

@@ -3,7 +3,8 @@
 Which errors are transient is the caller's decision (``retry_on``); this module only schedules the
 tries: capped exponential backoff with jitter, a server's ``Retry-After`` honoured, the episode's retry
 budget spent, and, with an endpoint guard (``endpoints.py``), in-flight slots, outage waits and the
-breaker, each asked of the guard's own methods. Each retried fault is logged as ``attempt k/N``.
+breaker, each asked of the guard's own methods; over several replicas of a role (``replicas.py``), a try that
+fails goes on to another replica. Each retried fault is logged as ``attempt k/N``.
 
 A dead endpoint fails every request of every running episode: one WARNING per kind of fault (where, with
 request ids removed, and the exception type) says so once; the repeats go to DEBUG, so a killed policy
@@ -21,8 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from slime_tau_plugin.engine.endpoints import EndpointGuard, NetStats, current_stats, endpoint_registry
-from slime_tau_plugin.engine.errors import EpisodeDeadlineError
+from slime_tau_plugin.engine.endpoints import EndpointGuard, endpoint_registry
+from slime_tau_plugin.engine.errors import EndpointDownError, EpisodeDeadlineError
+from slime_tau_plugin.engine.net_stats import NetStats, current_stats
+from slime_tau_plugin.engine.replicas import ReplicaSet, replica_name
 
 logger = logging.getLogger(__name__)
 
@@ -79,23 +82,62 @@ async def retry_async(
         EpisodeDeadlineError: the episode's deadline would pass before the next try.
         the last ``retry_on`` error: tries (or the episode's retry budget) spent on a live endpoint.
     """
+    replicas = None if guard is None else ReplicaSet((guard,))
+    return await retry_on_replicas(lambda _guard: fn(), settings, retry_on, what, replicas)
+
+
+async def retry_on_replicas(
+    fn: Callable[[EndpointGuard | None], Awaitable[T]],
+    settings: RetrySettings,
+    retry_on: tuple[type[BaseException], ...],
+    what: str,
+    replicas: ReplicaSet | None,
+) -> T:
+    """:func:`retry_async` over the replicas of one role: ``await fn(guard)`` sends to ``guard.url``.
+
+    Each try goes where ``replicas.pick`` says; a try that fails while another replica answers goes on to it at
+    once (it counts as a try, without the backoff). Outage waits and the breaker are each replica's own; the
+    request fails with :class:`EndpointDownError` only when every replica's breaker is open.
+
+    Raises:
+        as :func:`retry_async`.
+    """
     stats = current_stats()
-    first_failure: float | None = None
+    first_failure: dict[str, float] = {}
     attempt = 0
+    target: EndpointGuard | None = None
     while True:
+        target = None if replicas is None else replicas.pick(avoid=target)
         try:
-            return await _try_once(fn, guard, stats)
+            return await _try_once(fn, target, stats, replicas)
+        except EndpointDownError:  # this replica's breaker is open; another may not be
+            if replicas is None or replicas.all_open():
+                raise
+            continue
         except retry_on as exc:
             attempt += 1
-            if guard is not None:
-                guard.record_failure(exc)  # first: its outage clock must not start after this request's
-            first_failure = time.monotonic() if first_failure is None else first_failure
+            if target is not None:
+                try:
+                    target.record_failure(exc)  # first: its outage clock must not start after this request's
+                except EndpointDownError:
+                    if replicas is None or replicas.all_open():
+                        raise
+            since = first_failure.setdefault("" if target is None else target.url, time.monotonic())
             delay = settings.delay(attempt, retry_after_of(exc))
+            failover = replicas is not None and replicas.has_healthy(besides=target)
             if attempt < settings.attempts and (stats is None or stats.spend_retry()):
-                _log_retry(what, exc, attempt, settings.attempts, delay)
-                await _sleep(delay, stats, what)
+                _log_retry(what, exc, attempt, settings.attempts, 0.0 if failover else delay)
+                if not failover:
+                    await _sleep(delay, stats, what)
                 continue
-            waited = None if guard is None else await guard.wait_out(first_failure, exc, delay, _sleeper(stats, what))
+            if target is None:
+                raise
+            try:
+                waited = await target.wait_out(since, exc, delay, _sleeper(stats, what))
+            except EndpointDownError:
+                if replicas is None or replicas.all_open():
+                    raise
+                continue
             if waited is None:
                 raise
             if stats is not None:
@@ -116,19 +158,45 @@ async def guarded_call(
     return await retry_async(fn, _ONE_TRY, (failure,), what, guard)
 
 
-async def _try_once(fn: Callable[[], Awaitable[T]], guard: EndpointGuard | None, stats: NetStats | None) -> T:
-    """One request: admitted by the guard, in one of its slots; a success closes its breaker (when the request
-    was sent after the outage clock started: see :meth:`EndpointGuard.record_success`)."""
+async def guarded_on_replicas(
+    fn: Callable[[EndpointGuard | None], Awaitable[T]], replicas: ReplicaSet, failure: type[BaseException], what: str
+) -> T:
+    """:func:`guarded_call` over several replicas (the judge's): a failed call goes on to a replica that answers.
+
+    Raises:
+        as :func:`guarded_call`.
+    """
+    attempts = 2 if replicas.is_several else 1  # a failover is a try: with one try there would be none
+    return await retry_on_replicas(fn, RetrySettings(attempts=attempts), (failure,), what, replicas)
+
+
+async def _try_once(
+    fn: Callable[[EndpointGuard | None], Awaitable[T]],
+    guard: EndpointGuard | None,
+    stats: NetStats | None,
+    replicas: ReplicaSet | None,
+) -> T:
+    """One request: admitted by the guard, in one of its slots, counted in flight (and, over several replicas,
+    per replica in the episode's stats); a success closes its breaker (when the request was sent after the outage
+    clock started: see :meth:`EndpointGuard.record_success`)."""
     if guard is None:
-        return await fn()
+        return await fn(None)
     await guard.admit()
+    guard.inflight += 1
+    failed = True
     try:
         async with guard.slot(stats):
             sent_at = time.monotonic()
-            result = await fn()
-    except BaseException:
+            result = await fn(guard)
+        failed = False
+    except BaseException as exc:
         guard.settle_probe()  # a probe that failed or was cancelled answers the waiting requests too
+        failed = isinstance(exc, Exception)  # a cancelled request is not the replica's failure
         raise
+    finally:
+        guard.inflight -= 1
+        if stats is not None and replicas is not None and replicas.is_several:
+            stats.count_replica(replica_name(guard), failed=failed)
     guard.record_success(sent_at)
     return result
 

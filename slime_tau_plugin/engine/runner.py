@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.engine.choices import UserKind
-from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings, NetStats, episode_stats, guard_for
+from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.envs import EnvToolCall, TaskRef
 from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.episode_start import open_fresh
@@ -35,12 +35,15 @@ from slime_tau_plugin.engine.errors import (
     PolicyError,
     TauPluginError,
     UserSimulatorError,
+    UserTokenBudgetError,
     failed_endpoint_of,
 )
 from slime_tau_plugin.engine.live_episode import EpisodeCalls, LiveEpisode
+from slime_tau_plugin.engine.net_stats import NetStats, episode_stats
 from slime_tau_plugin.engine.policy import FinishReason, PolicyClient
+from slime_tau_plugin.engine.replicas import ReplicaSet, on_replica
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.retry import guarded_call
+from slime_tau_plugin.engine.retry import guarded_on_replicas
 from slime_tau_plugin.engine.tool_calls import ParsedAction
 from slime_tau_plugin.engine.trajectory import TokenBudget
 from slime_tau_plugin.engine.users import UserTurn
@@ -112,6 +115,8 @@ class EpisodeEngine:
                 await resume_episode(self.calls, self.resources, ep, run.resume, seed)
         except EpisodeDeadlineError as exc:
             return ep.result(TerminationReason.DEADLINE, env_info, error=str(exc))
+        except UserTokenBudgetError as exc:
+            return ep.result(TerminationReason.USER_TOKEN_BUDGET, env_info, error=str(exc))
         except UserSimulatorError as exc:
             return self._fail(ep, TerminationReason.USER_ERROR, exc, env_info)
         except TauPluginError as exc:
@@ -123,6 +128,8 @@ class EpisodeEngine:
             termination, error = TerminationReason.DEADLINE, str(exc)
         except ContextLengthError as exc:
             termination, error = TerminationReason.CONTEXT_LENGTH, str(exc)
+        except UserTokenBudgetError as exc:
+            termination, error = TerminationReason.USER_TOKEN_BUDGET, str(exc)
         except PolicyError as exc:
             return self._fail(ep, TerminationReason.POLICY_ERROR, exc, env_info)
         except UserSimulatorError as exc:
@@ -132,7 +139,7 @@ class EpisodeEngine:
         if termination is TerminationReason.ABORTED:  # never scored: suspended when asked, else thrown away
             state = await self._suspend(ep) if run.suspend else None
             return ep.result(termination, env_info, error=error, state=state)
-        if termination is TerminationReason.DEADLINE:
+        if termination.is_cut_off:  # the deadline or the user's token budget: never scored
             return ep.result(termination, env_info, error=error)
         try:
             scored = await self._score(ep, termination)
@@ -238,17 +245,20 @@ class EpisodeEngine:
         return TokenBudget(self.config.max_context_len, self.config.max_response_len, per_turn)
 
     async def _score(self, ep: LiveEpisode, termination: TerminationReason) -> Any:
-        """τ's reward, through the judge's guard: an NL-assertion judge that fails every request is waited
-        for (``tau_outage_tolerance_s``) like any endpoint, and ``tau_judge_max_inflight`` bounds the scoring."""
+        """τ's reward, through the judge's guards: an NL-assertion judge that fails every request is waited
+        for (``tau_outage_tolerance_s``) like any endpoint, ``tau_judge_max_inflight`` bounds the scoring, and
+        several judge URLs are replicas (``replicas.py``)."""
         judge = self.config.judge_endpoint()
-        url = judge.base_url if judge is not None else "tau-default-judge"
-        guard = guard_for(
-            EndpointRole.JUDGE, url, GuardSettings(self.config.judge_max_inflight, self.config.outage_tolerance_s)
-        )
+        urls = judge.urls if judge is not None else ("tau-default-judge",)
+        settings = GuardSettings(self.config.judge_max_inflight, self.config.outage_tolerance_s)
+        replicas = ReplicaSet.for_urls(EndpointRole.JUDGE, urls, settings)
+
+        def score(guard: Any) -> Any:  # the judge replica reaches τ's litellm call in the worker thread
+            reward = ep.session.reward if judge is None else on_replica(guard.url, ep.session.reward)
+            return self.calls.env(ep, reward, termination)
+
         try:  # one try per admission: litellm already retried tau_judge_retries times
-            return await guarded_call(
-                lambda: self.calls.env(ep, ep.session.reward, termination), guard, JudgeError, "judge"
-            )
+            return await guarded_on_replicas(score, replicas, JudgeError, "judge")
         except EndpointDownError as exc:
             raise JudgeError(str(exc)) from exc
 

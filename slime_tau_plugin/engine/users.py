@@ -25,9 +25,10 @@ from typing import Any, Protocol
 from slime_tau_plugin.engine.chat_client import ChatClient
 from slime_tau_plugin.engine.choices import UserKind
 from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings, guard_for
+from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult
 from slime_tau_plugin.engine.errors import ConfigError, ResumeError, UserSimulatorError
+from slime_tau_plugin.engine.replicas import ReplicaSet
 
 MAX_USER_TOOL_ROUNDS = 10
 """User tool calls in a row before the LLM user must answer the agent in words."""
@@ -223,12 +224,12 @@ async def make_user(
 
 
 def user_client(config: TauConfig) -> ChatClient | None:
-    """The shared HTTP client for the config's LLM user endpoint (None for the scripted user), behind the
-    process's guard for that endpoint (``tau_user_max_inflight``, ``tau_outage_tolerance_s``)."""
+    """The shared HTTP client for the config's LLM user (None for the scripted user): its replicas (one per URL
+    of ``tau_user_base_url``), each behind the process's guard for it (``tau_user_max_inflight``,
+    ``tau_outage_tolerance_s``), and the user's token budget."""
     endpoint = config.user_endpoint()
     if endpoint is None:
         return None
-    guard = guard_for(
-        EndpointRole.USER, endpoint.base_url, GuardSettings(config.user_max_inflight, config.outage_tolerance_s)
-    )
-    return ChatClient(endpoint, what="user simulator", guard=guard)
+    settings = GuardSettings(config.user_max_inflight, config.outage_tolerance_s)
+    replicas = ReplicaSet.for_urls(EndpointRole.USER, endpoint.urls, settings)
+    return ChatClient(endpoint, what="user simulator", replicas=replicas, budget=config.user_token_budget)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations, product
 from pathlib import Path
@@ -43,6 +43,8 @@ class RowFormat(str, enum.Enum):
     """Parquet for verl's ``data.train_files`` / ``data.val_files`` (``agent_name: tau_agent``)."""
 
 
+TaskFilter = Callable[[TaskSet, list[TaskRef]], tuple[list[TaskRef], str]]
+"""A training set's tasks -> the ones to write and a line saying what was dropped (``cli/pass_filter.py``)."""
 GENERATE_PATH = "slime_tau_plugin.adapters.slime.generate.generate"
 """What slime calls for every eval sample (``custom_generate_function_path`` of each dataset)."""
 
@@ -63,6 +65,8 @@ class PrepareRequest:
     force: bool = False
     """Overwrite output files that already exist."""
     format: RowFormat = RowFormat.SLIME
+    keep: TaskFilter | None = None
+    """Which training tasks to keep (``prepare --keep-pass-rate``); its lines go to ``PreparedFiles.notes``."""
 
     def __post_init__(self) -> None:
         if self.format is RowFormat.VERL and self.out.suffix != ".parquet":
@@ -92,6 +96,8 @@ class PreparedFiles:
     """slime ``--eval-config`` YAML; None without eval sets."""
     warnings: tuple[str, ...]
     """Overlaps written anyway because of ``allow_leakage``."""
+    notes: tuple[str, ...] = ()
+    """What the task filter kept and dropped, one line per training set."""
 
 
 def eval_file_path(out: Path, task_set: TaskSet) -> Path:
@@ -118,6 +124,10 @@ def prepare_files(request: PrepareRequest) -> PreparedFiles:
     _check_outputs([request.out, *eval_groups, *([yaml_path] if yaml_path else [])], request.force)
     refs = {s: _task_refs(s) for s in dict.fromkeys((*request.train, *request.evals))}
     warnings += _overlaps(request, refs)
+    notes: list[str] = []
+    for task_set in request.train if request.keep is not None else ():
+        refs[task_set], line = request.keep(task_set, refs[task_set])
+        notes.append(line)
 
     files = [WrittenFile(request.out, request.train, sum(len(refs[s]) for s in request.train))]
     files += [WrittenFile(p, sets, sum(len(refs[s]) for s in sets)) for p, sets in eval_groups.items()]
@@ -125,7 +135,7 @@ def prepare_files(request: PrepareRequest) -> PreparedFiles:
     if yaml_path is not None:
         contents[yaml_path] = eval_config_yaml(files[1:], request.eval_samples)
     _write_all(contents)
-    return PreparedFiles(files[0], tuple(files[1:]), yaml_path, tuple(dict.fromkeys(warnings)))
+    return PreparedFiles(files[0], tuple(files[1:]), yaml_path, tuple(dict.fromkeys(warnings)), tuple(notes))
 
 
 def _eval_files(request: PrepareRequest) -> dict[Path, tuple[TaskSet, ...]]:

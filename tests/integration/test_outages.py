@@ -29,9 +29,8 @@ from slime_tau_plugin.engine.endpoints import (
     EndpointRegistry,
     EndpointRole,
     GuardSettings,
-    NetStats,
-    episode_stats,
 )
+from slime_tau_plugin.engine.net_stats import NetStats, episode_stats
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer

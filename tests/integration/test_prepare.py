@@ -135,6 +135,52 @@ def test_an_existing_output_is_kept_unless_force(tau2_backend, tmp_path):
     assert len(read_rows(out)) == 74
 
 
+def _baseline_run(run_dir: Path, outcomes: dict[str, list[str]], split: str = "test") -> None:
+    """A ``slime-tau rollout`` run directory: one ``samples.jsonl`` row per episode (task id -> episode outcomes:
+    ``pass``, ``fail``, or ``failed`` for an episode that FAILED on an endpoint), the fields ``rollout`` writes."""
+    rows = []
+    for task_id, episodes in outcomes.items():
+        for trial, outcome in enumerate(episodes):
+            meta = {"benchmark": "tau2", "domain": "retail", "split": split, "task_id": task_id, "trial": trial}
+            meta["termination_reason"] = "user_error" if outcome == "failed" else "user_stop"
+            status = "failed" if outcome == "failed" else "completed"
+            rows.append({"metadata": meta, "reward": float(outcome == "pass"), "status": status})
+    run_dir.mkdir(parents=True)
+    (run_dir / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def test_keep_pass_rate_keeps_the_tasks_a_baseline_run_solved_sometimes(tau2_backend, tmp_path, capsys):
+    ids = list(tau2_backend.tasks("retail", "test"))
+    easy, mixed, hard, easy_but_failed = ids[:4]
+    run = tmp_path / "runs" / "base"
+    outcomes = {easy: ["pass", "pass"], mixed: ["pass", "fail"], hard: ["fail", "fail"]}
+    _baseline_run(run, {**outcomes, easy_but_failed: ["pass", "failed"]})  # a FAILED episode is no evidence
+    out = tmp_path / "train.jsonl"
+    argv = ["prepare", "--split", "test", "--out", str(out), "--keep-pass-rate", f"{run}:0.1-0.9"]
+    assert main(argv) == 0
+    assert loaded_tasks(out) == [("tau2", "retail", "test", mixed)]
+    said = capsys.readouterr().out
+    assert f"tau2/retail/test: kept 1 of {len(ids)} tasks with a pass rate in [0.1, 0.9] in {run}" in said
+    assert f"dropped 2 above, 1 below, {len(ids) - 4} not in the run" in said
+
+    assert main([*argv[:-1], f"{run}:0-1", "--force"]) == 0  # the whole range: every task the run played
+    assert sorted(t[3] for t in loaded_tasks(out)) == sorted([easy, mixed, hard, easy_but_failed])
+
+
+def test_keep_pass_rate_refuses_a_run_of_another_set_or_a_malformed_range_in_one_line(tmp_path, capsys):
+    run = tmp_path / "base"
+    _baseline_run(run, {"0": ["pass"]}, split="train")
+    out = tmp_path / "train.jsonl"
+    assert main(["prepare", "--split", "test", "--out", str(out), "--keep-pass-rate", f"{run}:0.1-0.9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run} has no episode of tau2/retail/test (it played tau2/retail/train)" in err
+    for spec in (f"{run}:0.9-0.1", f"{run}", "0.1-0.9", f"{run}:a-b"):
+        assert main(["prepare", "--out", str(out), "--keep-pass-rate", spec]) == 2
+        assert "expected RUN_DIR:LOW-HIGH with 0 <= LOW <= HIGH <= 1" in capsys.readouterr().err
+    assert main(["prepare", "--out", str(out), "--keep-pass-rate", f"{tmp_path / 'nowhere'}:0-1"]) == 2
+    assert "does not exist" in capsys.readouterr().err and not out.exists()
+
+
 BAD_INPUTS = {
     "out is a directory": (["--out", "{tmp}"], "is a directory", False),
     "out ends with a slash": (["--out", "{tmp}/new/"], "names a directory", False),

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from slime_tau_plugin.engine.endpoints import EndpointRegistry, EndpointRole, GuardSettings, NetStats, episode_stats
+from slime_tau_plugin.engine.endpoints import EndpointRegistry, EndpointRole, GuardSettings
 from slime_tau_plugin.engine.errors import EndpointDownError, EpisodeDeadlineError, TauPluginError
+from slime_tau_plugin.engine.net_stats import NetStats, episode_stats
 from slime_tau_plugin.engine.retry import RetrySettings, guarded_call, retry_async
 
 FAST = RetrySettings(attempts=2, backoff_s=0.01, max_backoff_s=0.02)

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from slime_tau_plugin.engine.endpoints import NetStats, episode_stats
 from slime_tau_plugin.engine.http_errors import parse_retry_after
+from slime_tau_plugin.engine.net_stats import NetStats, episode_stats
 from slime_tau_plugin.engine.retry import RetrySettings, retry_async
 
 

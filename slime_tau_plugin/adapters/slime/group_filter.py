@@ -53,6 +53,7 @@ ENDPOINTS: dict[str, str] = {
     "env": "the τ environment",
     "config": "the plugin configuration",
     "deadline": "the episode deadline (tau_episode_timeout_s: episodes slower than it, often a slow server)",
+    "user_token_budget": "the LLM user's token budget (tau_user_token_budget_per_step / _total is spent)",
     "other": "an unknown cause (removed without our metadata: another generate function or hook)",
 }
 """Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says.
@@ -115,8 +116,8 @@ def failure_endpoint(sample: Any) -> str | None:
     reason = meta.get("termination_reason")
     if reason is None:
         return "other"
-    if reason == TerminationReason.DEADLINE.value:
-        return "deadline"
+    if reason in (TerminationReason.DEADLINE.value, TerminationReason.USER_TOKEN_BUDGET.value):
+        return str(reason)
     failed = meta.get("failed_endpoint")
     if failed in _FAILED_ENDPOINTS:
         return failed

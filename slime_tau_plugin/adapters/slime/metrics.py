@@ -29,6 +29,7 @@ from slime_tau_plugin.engine.episode import EpisodeCounters, SampleStatus, Termi
 from slime_tau_plugin.engine.noise import pass_k_intervals
 from slime_tau_plugin.engine.reward_breakdown import reward_breakdown_metrics
 from slime_tau_plugin.engine.task_ref import task_id_of
+from slime_tau_plugin.engine.user_budget import user_token_ledger
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +143,17 @@ def log_rollout(
     """slime's ``--custom-rollout-log-function-path`` hook; returns False so slime's own logging runs too.
 
     Adds ``rollout/tau/partial/*``: episodes slime aborted since the last step (thrown away or suspended,
-    ``partial.AbortTally``) and, over the step's samples, the share resumed, turns reused, off-policy ids.
+    ``partial.AbortTally``) and, over the step's samples, the share resumed, turns reused, off-policy ids; and
+    ``rollout/tau/user_tokens/{step,total,refused}``: the LLM user's tokens this step and this run, and the requests
+    its budget refused (``user_budget.py``). This hook ends the budget's step.
     """
     flat = _flatten(samples)
     metrics = episode_metrics(flat, ROLLOUT_PREFIX, default_domain=_default_domain(args))
     ours = [s.metadata for s in flat if _is_ours(s)]
     tally = abort_tally().take()
+    spent = user_token_ledger().end_step()  # the step ends here: its user-token budget starts again
+    if any(spent.values()):
+        metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in spent.items()}
     if ours or any(tally.values()):
         partial = tally | resume_metrics(ours) | worker_metrics(ours)
         metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in partial.items()}
@@ -199,6 +205,7 @@ def domain_summary(group: Sequence[Any]) -> dict[str, float]:
     stats |= {
         f"net/{key}_per_episode": sum(_num(m, key) for m in metas) / n for key in _NET if any(key in m for m in metas)
     }
+    stats |= replica_metrics(metas, n)
     ends = Counter(str(m.get("termination_reason", "?")) for m in metas)
     known = [reason.value for reason in TerminationReason]
     stats |= {f"termination/{reason}": ends[reason] / n for reason in [*known, *sorted(set(ends) - set(known))]}
@@ -219,6 +226,19 @@ def domain_summary(group: Sequence[Any]) -> dict[str, float]:
     stats["tokens/trainable_fraction"] = trainable / response if response else 0.0
     stats["nl_assertions_excluded_rate"] = sum("nl_assertions" in (m.get("reward_info") or {}) for m in metas) / n
     return stats
+
+
+def replica_metrics(metas: Sequence[dict[str, Any]], n: int) -> dict[str, float]:
+    """``net/replica/<role> <url>/{requests,failures}_per_episode`` where a role has several replicas: is the
+    load balanced, and which replica fails."""
+    out: dict[str, float] = {}
+    for kind in ("requests", "failures"):
+        totals: Counter[str] = Counter()
+        for meta in metas:
+            counts = meta.get(f"replica_{kind}")
+            totals.update(counts if isinstance(counts, dict) else {})
+        out |= {f"net/replica/{name}/{kind}_per_episode": count / n for name, count in sorted(totals.items())}
+    return out
 
 
 def _pass_k_metrics(group: list[Any], where: str) -> dict[str, float]:

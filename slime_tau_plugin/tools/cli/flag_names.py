@@ -35,7 +35,14 @@ RELIABILITY_FLAGS = (
 WORKER_FLAGS = ("episode_workers", "episode_worker_kind", "episode_worker_cpus")
 """Where episodes run (``engine/workers``): this process, worker processes or Ray actors."""
 USER_FLAGS = ("user",)
-LLM_USER_FLAGS = ("user_base_url", "user_model", "user_api_key_env", "user_temperature")
+LLM_USER_FLAGS = (
+    "user_base_url",
+    "user_model",
+    "user_api_key_env",
+    "user_temperature",
+    "user_token_budget_per_step",
+    "user_token_budget_total",
+)
 """For ``--user llm`` only: unset by default, so ``check_flags`` can refuse one given without it."""
 REWARD_FLAGS = (
     "reward_mode",

@@ -56,25 +56,30 @@ def check_policy(url: str, flag: str = "--sglang-url") -> None:
 
 
 def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str) -> None:
-    """``GET {base_url}/models`` of an OpenAI-compatible endpoint answers 2xx with the configured key.
+    """``GET {base_url}/models`` of an OpenAI-compatible endpoint answers 2xx with the configured key (each
+    replica's, for several comma-separated URLs).
 
     Raises:
         ConfigError: malformed URL, key variable named but unset, nothing answering, the key refused
             (401/403), or 404 (usually a base URL without ``/v1``).
     """
-    url = endpoint.base_url
-    check_url(flag, url)
     key = endpoint.api_key
     if endpoint.api_key_env and not key:
         raise ConfigError(
             f"{key_flag} {endpoint.api_key_env}: that environment variable is not set; export it with the API key"
         )
+    for url in endpoint.urls:
+        check_url(flag, url)
+        _check_models(flag, url, key, endpoint.api_key_env, key_flag)
+
+
+def _check_models(flag: str, url: str, key: str | None, key_env: str | None, key_flag: str) -> None:
     models = url.rstrip("/") + "/models"
     status, reason = _get(models, key)
     if status is None:
         raise ConfigError(f"{flag} {url}: cannot reach it (GET /models: {reason}); start the server or fix the URL")
     if status in (401, 403):
-        source = f"${endpoint.api_key_env}" if endpoint.api_key_env else f"no key (set {key_flag})"
+        source = f"${key_env}" if key_env else f"no key (set {key_flag})"
         raise ConfigError(f"{flag} {url}: GET /models answered HTTP {status}; the server refused {source}")
     if status == 404:
         raise ConfigError(

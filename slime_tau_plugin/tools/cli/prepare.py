@@ -33,6 +33,8 @@ examples:
   slime-tau prepare --domain retail,airline --split train --out data/train.jsonl
   slime-tau prepare --train tau2/retail/train --train tau2/airline/train --out data/train.jsonl \\
       --eval tau2/retail,airline/test --eval-samples 4
+  slime-tau prepare --out data/train.jsonl --keep-pass-rate runs/baseline:0.1-0.9
+      (only tasks the baseline run solved in 10%..90% of its episodes)
 """
 SHORTHAND_DEFAULTS = {"benchmark": "tau2", "domain": "retail", "split": "train"}
 SET = "BENCHMARK/DOMAIN/SPLIT"
@@ -83,6 +85,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write eval sets that overlap the training tasks (default: off, refused)",
     )
     p.add_argument(
+        "--keep-pass-rate",
+        default=None,
+        metavar="RUN_DIR:LOW-HIGH",
+        help="keep only the training tasks whose pass rate in a baseline 'slime-tau rollout' run (its --out "
+        "directory) lies in [LOW, HIGH], e.g. runs/base:0.1-0.9: no always- or never-solved groups "
+        "(default: keep every task)",
+    )
+    p.add_argument(
         "--force", action="store_true", help="overwrite output files that already exist (default: off, refused)"
     )
     p.add_argument(
@@ -96,6 +106,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     from slime_tau_plugin.engine.data import parse_task_sets
+    from slime_tau_plugin.tools.cli.pass_filter import PassRateFilter
     from slime_tau_plugin.tools.task_files import PrepareRequest, prepare_files
 
     shorthand = {name: getattr(ns, name) for name in SHORTHAND_DEFAULTS}
@@ -108,6 +119,7 @@ def run(ns: argparse.Namespace) -> int:
     train_specs = ns.train or [f"{values['benchmark']}/{values['domain']}/{values['split']}"]
     if ns.out.endswith(("/", "\\")):
         raise ConfigError(f"--out {ns.out} names a directory; expected a file path, e.g. {ns.out}train.jsonl")
+    keep = None if ns.keep_pass_rate is None else PassRateFilter.parse(ns.keep_pass_rate).keep
     request = PrepareRequest(
         train=tuple(s for spec in train_specs for s in parse_task_sets(spec)),
         evals=tuple(s for spec in ns.eval for s in parse_task_sets(spec)),
@@ -116,10 +128,13 @@ def run(ns: argparse.Namespace) -> int:
         allow_leakage=ns.allow_leakage,
         force=ns.force,
         format=RowFormat(ns.format),
+        keep=keep,
     )
     written = prepare_files(request)
     for why in written.warnings:
         print(f"warning: {why} (written because of --allow-leakage)", file=sys.stderr)
+    for line in written.notes:
+        print(line)
     for f in (written.train, *written.evals):
         print(f"wrote {f.rows} tasks ({', '.join(map(str, f.sets))}) to {f.path}")
     if request.format is RowFormat.VERL:

@@ -20,6 +20,7 @@ from slime_tau_plugin.engine.choices import PolicyApi, UserKind
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.endpoints import EndpointRole, note_answered
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.replicas import split_urls
 from slime_tau_plugin.tools.cli.args import HelpFormatter, non_negative_float, positive_int, share
 from slime_tau_plugin.tools.cli.batch import play_and_report
 from slime_tau_plugin.tools.cli.context_check import check_prompt_fits
@@ -157,8 +158,8 @@ def check_flags(ns: argparse.Namespace) -> None:
     elif ns.policy == "scripted" and ns.script is None:
         raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies, one per assistant turn)")
     for flag in ("user_base_url", "judge_base_url"):
-        if getattr(ns, flag) is not None:
-            check_url(cli_key(flag), getattr(ns, flag))
+        for url in split_urls(getattr(ns, flag) or ""):  # several: replicas, comma-separated
+            check_url(cli_key(flag), url)
     if ns.tasks is not None:
         parse_task_range(ns.tasks, None)  # syntax and repeats now; the range once the split is loaded
     if ns.task_ids is not None:
@@ -210,7 +211,8 @@ def run(ns: argparse.Namespace) -> int:
             note_answered(EndpointRole.POLICY, ns.sglang_url)  # an outage from now on is waited for
         if ns.user_base_url is not None:
             check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
-            note_answered(EndpointRole.USER, config.user_endpoint().base_url)
+            for url in config.user_endpoint().urls:
+                note_answered(EndpointRole.USER, url)
         if config.judge_endpoint() is not None:
             check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
         tokenizer = load_tokenizer(tokenizer_dir)

@@ -94,6 +94,10 @@ def run_record(
             "api_key_env": ns.user_api_key_env,
             "temperature": getattr(ns, "user_temperature", None),
             "seed": "each episode's sampling_seed (--seed)" if ns.user == UserKind.LLM else None,
+            "token_budget": [
+                getattr(ns, "user_token_budget_per_step", None),
+                getattr(ns, "user_token_budget_total", None),
+            ],
         },
         "reward": {
             "mode": ns.reward_mode,

@@ -229,7 +229,8 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
 
 def _left_out(sample: RolloutSample) -> bool:
     """FAILED, or past its deadline: no evidence about the model (``TerminationReason.is_removed``)."""
-    return sample.status is RolloutSample.Status.FAILED or sample.metadata.get("termination_reason") == "deadline"
+    reason = sample.metadata.get("termination_reason")
+    return sample.status is RolloutSample.Status.FAILED or reason in ("deadline", "user_token_budget")
 
 
 def format_summary(summary: dict[str, Any]) -> str:

@@ -1,0 +1,89 @@
+"""One episode's network bookkeeping: :class:`NetStats`, found through a context variable.
+
+Retries, time waiting out outages and for slots, the user simulator's token usage and, where a role has several
+replicas (``replicas.py``), the requests and failures each replica took. The clients count into the running
+episode's stats through :func:`current_stats`, so no client signature carries them; the numbers land in
+``sample.metadata`` (``as_metadata``) and slime's metrics (``adapters/slime/metrics.py``). Imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class NetStats:
+    """One episode's network bookkeeping (lands in ``sample.metadata``)."""
+
+    retry_budget: int | None = None
+    """Retries this episode may still spend on transient faults (None = unlimited)."""
+    deadline: float | None = None
+    """``time.monotonic()`` past which the episode must end."""
+    retries: int = 0
+    outage_wait_s: float = 0.0
+    """Time spent waiting for a failing endpoint to come back."""
+    slot_wait_s: float = 0.0
+    """Time spent waiting for an in-flight slot (``tau_*_max_inflight``)."""
+    user_requests: int = 0
+    user_prompt_tokens: int = 0
+    user_completion_tokens: int = 0
+    user_latency_s: float = 0.0
+    """Time the user simulator's HTTP requests took (its tools and our own CPU excluded)."""
+    replica_requests: dict[str, int] = field(default_factory=dict)
+    """Requests sent to each replica of a role that has several (``"<role> <url>"`` -> count)."""
+    replica_failures: dict[str, int] = field(default_factory=dict)
+    """Of those, the ones that failed with a transient error (the request then went on to another replica)."""
+
+    def spend_retry(self) -> bool:
+        """Take one retry from the budget; False when it is spent."""
+        if self.retry_budget is not None:
+            if self.retry_budget <= 0:
+                return False
+            self.retry_budget -= 1
+        self.retries += 1
+        return True
+
+    def past_deadline(self, after_s: float = 0.0) -> bool:
+        return self.deadline is not None and time.monotonic() + after_s > self.deadline
+
+    def count_replica(self, name: str, *, failed: bool) -> None:
+        """One request to replica ``name`` (and whether it failed)."""
+        self.replica_requests[name] = self.replica_requests.get(name, 0) + 1
+        if failed:
+            self.replica_failures[name] = self.replica_failures.get(name, 0) + 1
+
+    def as_metadata(self) -> dict[str, float | int | dict[str, int]]:
+        meta: dict[str, float | int | dict[str, int]] = {
+            "net_retries": self.retries,
+            "outage_wait_s": round(self.outage_wait_s, 4),
+            "slot_wait_s": round(self.slot_wait_s, 4),
+            "user_requests": self.user_requests,
+            "user_prompt_tokens": self.user_prompt_tokens,
+            "user_completion_tokens": self.user_completion_tokens,
+            "user_latency_s": round(self.user_latency_s, 4),
+        }
+        if self.replica_requests:
+            meta["replica_requests"] = dict(self.replica_requests)
+            meta["replica_failures"] = dict(self.replica_failures)
+        return meta
+
+
+_episode_stats: contextvars.ContextVar[NetStats | None] = contextvars.ContextVar("tau_episode_net", default=None)
+
+
+def current_stats() -> NetStats | None:
+    """The running episode's stats (None outside an episode, e.g. a CLI pre-flight request)."""
+    return _episode_stats.get()
+
+
+@contextlib.contextmanager
+def episode_stats(stats: NetStats):
+    """Make ``stats`` the current episode's for the duration of the block (each asyncio task has its own)."""
+    token = _episode_stats.set(stats)
+    try:
+        yield stats
+    finally:
+        _episode_stats.reset(token)
