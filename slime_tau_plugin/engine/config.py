@@ -128,6 +128,13 @@ class TauConfig(TauKeys):
             )
         if bool(self.judge_base_url) != bool(self.judge_model):
             raise ConfigError(f"{key('judge_base_url')} and {key('judge_model')} must be set together (or neither)")
+        budget = self.user_token_budget_per_step is not None or self.user_token_budget_total is not None
+        if budget and self.episode_workers:
+            raise ConfigError(
+                f"{key('user_token_budget_per_step')}/{key('user_token_budget_total')} cannot be kept with "
+                f"{key('episode_workers')}={self.episode_workers}: the budget's counter lives in one process; "
+                f"set {key('episode_workers')}: 0 or drop the budget"
+            )
         return self
 
     @classmethod

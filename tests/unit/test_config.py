@@ -147,3 +147,13 @@ def test_rollout_flags_are_the_config_fields_with_their_checks_defaults_and_help
         with pytest.raises(SystemExit):
             parser.parse_args(["rollout", *flags])
         assert words in capsys.readouterr().err
+
+
+def test_a_user_token_budget_is_refused_with_episode_workers_naming_both():
+    with pytest.raises(ConfigError, match=r"tau_user_token_budget_per_step/.* tau_episode_workers=2"):
+        TauConfig(user_token_budget_total=1000, episode_workers=2)
+    assert TauConfig(user_token_budget_total=1000).episode_workers == 0
+    with pytest.raises(ConfigError, match=r"tau_episode_workers=-1 is invalid; expected an integer >= 0"):
+        TauConfig(episode_workers=-1)
+    with pytest.raises(ConfigError, match=r"worker_kind='threads' is unknown; expected one of process, ray"):
+        TauConfig(episode_worker_kind="threads")
