@@ -28,7 +28,7 @@ from slime_tau_plugin.engine.chat_client import ChatClient
 from slime_tau_plugin.engine.choices import ToolsInPrompt
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, get_backend
-from slime_tau_plugin.engine.errors import MissingSettingError
+from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
 from slime_tau_plugin.engine.policy import PolicyClient, policy_client
 from slime_tau_plugin.engine.process import BackendWrapper, process_registry
 from slime_tau_plugin.engine.template_probe import PROBE_TOOLS
@@ -82,6 +82,15 @@ def chat_template_for(tokenizer: Any, config: TauConfig, tools: list[dict[str, A
     return ChatTemplate(tokenizer, tools, kwargs, text)
 
 
+def _load_tasks(backend: EnvBackend, config: TauConfig) -> None:
+    """Load the configured split's tasks here, in the build's worker thread: slime's integer prompts are looked
+    up in them on the event loop (``data.task_ref_from_sample``), which then only reads a loaded list."""
+    try:
+        backend.task_refs(config.domain, config.split)
+    except ConfigError as exc:  # rows may name their own split; a bad one is reported where it is used
+        logger.debug("tasks of %s/%s/%s not preloaded: %s", config.benchmark, config.domain, config.split, exc)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class EpisodeResources:
     """What the episodes of one config share; the policy is not among them (it is injected per episode)."""
@@ -125,6 +134,7 @@ class EpisodeResources:
             path, remote = config.tokenizer_path, config.trust_remote_code
             tokenizer = process_registry().tokenizers.get((path, remote), lambda: load_tokenizer(path, remote))
         backend = backend if backend is not None else get_backend(config.benchmark)
+        _load_tasks(backend, config)
         return cls(
             config=config,
             tokenizer=tokenizer,
