@@ -1,8 +1,10 @@
-"""The one door through which synchronous τ code runs: a bounded thread pool with a timeout.
+"""The doors through which synchronous work leaves the event loop: τ code (:func:`run_blocking`: a bounded
+pool with a timeout) and the plugin's own CPU work (:func:`run_cpu`: template rendering and tokenizing).
 
-slime runs every rollout coroutine on one event-loop thread; a τ reset or reward that ran on it would
-stall every other episode. Everything blocking goes through :func:`run_blocking`. The pools are the process
-registry's (``process.py``), one per size.
+slime runs every rollout coroutine on one event-loop thread; a τ reset or reward, or a chat template rendered,
+that ran on it would stall every other episode. A worker thread does not free the GIL for Python code, but the
+loop gets it back at every switch interval (5 ms) instead of after the whole call, and the Rust tokenizer
+releases it while it encodes (``token_encoder.py``). The pools are the process registry's (``process.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import sysconfig
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slime_tau_plugin.engine.process import process_registry
 
@@ -28,14 +30,28 @@ def prepare_for_threads() -> None:
     sysconfig.get_config_vars()
 
 
-def get_pool(workers: int) -> ThreadPoolExecutor:
-    """A process-wide pool per size (created once, reused across episodes and event loops)."""
-    return process_registry().pools.get(workers, lambda: _new_pool(workers))
+CPU_WORKERS = 2
+"""Threads of :func:`run_cpu`'s pool: its work holds the GIL but for tokenizing, so more would only queue."""
 
 
-def _new_pool(workers: int) -> ThreadPoolExecutor:
+def get_pool(workers: int, name: str = "tau-env") -> ThreadPoolExecutor:
+    """A process-wide pool per name and size (created once, reused across episodes and event loops)."""
+    key = workers if name == "tau-env" else (name, workers)
+    return process_registry().pools.get(key, lambda: _new_pool(workers, name))
+
+
+def _new_pool(workers: int, name: str) -> ThreadPoolExecutor:
     prepare_for_threads()
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tau-env")
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+
+async def run_cpu(fn: Callable[..., T], *args: Any) -> T:
+    """Run the plugin's own CPU work (``fn(*args)``: a template render, a tokenization) off the event loop.
+
+    Its own small pool, apart from τ's: a hung τ call must not queue it. No timeout: the work always ends
+    (a render or an encode), and it raises what ``fn`` raises.
+    """
+    return await asyncio.get_running_loop().run_in_executor(get_pool(CPU_WORKERS, "tau-cpu"), fn, *args)
 
 
 async def run_blocking(fn: Callable[..., T], *args, timeout: float, workers: int = 8, **kwargs) -> T:

@@ -45,7 +45,7 @@ class SGLangPolicy(HTTPPolicyClient):
             PolicyProtocolError: a 2xx body that is not SGLang's shape.
         """
         payload: dict[str, Any] = {
-            "input_ids": list(input_ids),
+            "input_ids": input_ids if isinstance(input_ids, list) else list(input_ids),  # the runner's is a copy
             "sampling_params": sampling_params,
             "return_logprob": True,
         }

@@ -50,6 +50,8 @@ class SharedMap(Generic[V]):
     def __init__(self, name: str) -> None:
         self.name = name
         self._slots: dict[Hashable, concurrent.futures.Future[V]] = {}
+        self._built: dict[Hashable, V] = {}
+        """The values built so far, read without the lock (a dict read is atomic)."""
         self._lock = threading.Lock()
 
     def get(self, key: Hashable, build: Callable[[], V]) -> V:
@@ -58,6 +60,9 @@ class SharedMap(Generic[V]):
         Raises:
             Whatever ``build`` raises (not cached).
         """
+        value = self._built.get(key, _UNSET)  # no lock once built: the event loop reads here (get_backend)
+        if value is not _UNSET:
+            return value
         future, is_builder = self._claim(key)
         if not is_builder:
             return future.result()
@@ -66,6 +71,7 @@ class SharedMap(Generic[V]):
         except BaseException as exc:
             self._forget(key, future, exc)
             raise
+        self._built[key] = value
         future.set_result(value)
         return value
 
@@ -82,6 +88,7 @@ class SharedMap(Generic[V]):
             except BaseException as exc:
                 self._forget(key, future, exc)
                 raise
+            self._built[key] = value
             future.set_result(value)
         return await asyncio.wrap_future(future)
 
@@ -111,7 +118,7 @@ class ProcessRegistry:
         self.resources: SharedMap[Any] = SharedMap("resources")
         """``EpisodeResources`` by ``(TauConfig, id of the caller's tokenizer or None, backend wrapper or None)``."""
         self.pools: SharedMap[concurrent.futures.ThreadPoolExecutor] = SharedMap("pools")
-        """``run_blocking``'s thread pools by worker count."""
+        """``run_blocking``'s thread pools by worker count; ``run_cpu``'s by (name, worker count)."""
         self.tokenizers: SharedMap[Any] = SharedMap("tokenizers")
         """Tokenizers by ``(path, trust_remote_code)``, for resources that load their own: parsing one holds the GIL
         for ~0.3 s (Qwen's 7 MB tokenizer.json), which stalls the event loop however it is threaded, so a process

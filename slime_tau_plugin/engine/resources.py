@@ -12,12 +12,15 @@ its own; the entry holds it, so its id stays unique) and the backend wrapper a t
 tool turned fault injection on); an entry lives as long as the process. The first call for a key builds the
 resources in a worker thread (tokenizer files, SGLang's parsers and τ's import take seconds), so slime's event
 loop keeps serving other episodes meanwhile; concurrent callers await the same build. A failed build is not
-cached: the next call tries again. The default policy client (``tau_policy_url``) is built here too, for the
+cached: the next call tries again. A build ends by freezing what is alive out of the cyclic GC's reach
+(:func:`freeze_long_lived`): a full collection over τ's data and the tokenizer was the loop's longest pause.
+The default policy client (``tau_policy_url``) is built here too, for the
 front doors that use it. Nothing here imports slime, verl or a tool.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -28,7 +31,7 @@ from slime_tau_plugin.engine.chat_client import ChatClient
 from slime_tau_plugin.engine.choices import ToolsInPrompt
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, get_backend
-from slime_tau_plugin.engine.errors import MissingSettingError
+from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
 from slime_tau_plugin.engine.policy import PolicyClient, policy_client
 from slime_tau_plugin.engine.process import BackendWrapper, process_registry
 from slime_tau_plugin.engine.template_probe import PROBE_TOOLS
@@ -82,6 +85,27 @@ def chat_template_for(tokenizer: Any, config: TauConfig, tools: list[dict[str, A
     return ChatTemplate(tokenizer, tools, kwargs, text)
 
 
+def freeze_long_lived() -> None:
+    """Move everything alive now (τ's data, the tokenizer, imported modules) out of the cyclic GC's reach.
+
+    A full collection walks every tracked object; with τ² retail and the Qwen tokenizer loaded one held slime's
+    event loop for 350-460 ms at 128 episodes in flight (benchmarks/turn_cpu.md), the loop's longest pause. What
+    is frozen is long-lived by nature; garbage made after this is collected as before (``gc.freeze``). The collection
+    first costs ~0.3 s once per process (later builds' collections skip what is already frozen).
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def _load_tasks(backend: EnvBackend, config: TauConfig) -> None:
+    """Load the configured split's tasks here, in the build's worker thread: slime's integer prompts are looked
+    up in them on the event loop (``data.task_ref_from_sample``), which then only reads a loaded list."""
+    try:
+        backend.task_refs(config.domain, config.split)
+    except ConfigError as exc:  # rows may name their own split; a bad one is reported where it is used
+        logger.debug("tasks of %s/%s/%s not preloaded: %s", config.benchmark, config.domain, config.split, exc)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class EpisodeResources:
     """What the episodes of one config share; the policy is not among them (it is injected per episode)."""
@@ -125,6 +149,7 @@ class EpisodeResources:
             path, remote = config.tokenizer_path, config.trust_remote_code
             tokenizer = process_registry().tokenizers.get((path, remote), lambda: load_tokenizer(path, remote))
         backend = backend if backend is not None else get_backend(config.benchmark)
+        _load_tasks(backend, config)
         return cls(
             config=config,
             tokenizer=tokenizer,
@@ -155,6 +180,7 @@ class EpisodeResources:
 
         def build() -> EpisodeResources:
             built = cls._build(config, tokenizer, None, wrapper)
+            freeze_long_lived()
             logger.info("slime-tau-plugin resources ready: %r", config)
             return built
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slime_tau_plugin.engine.blocking import run_cpu
 from slime_tau_plugin.engine.choices import UserKind
 from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.envs import EnvToolCall, TaskRef
@@ -187,10 +188,9 @@ class EpisodeEngine:
             new_messages, done = await self._act(ep, action)
             if done is not None:
                 return done
-            continuation = template.continuation_ids(new_messages, ep.messages)
-            if continuation is None:
+            continuation, fell_back = await run_cpu(template.next_ids, new_messages, ep.messages)  # off the loop
+            if fell_back:
                 ep.counters = ep.counters.plus(template_fallbacks=1)
-                continuation = template.continuation_ids_unsafe(new_messages, ep.messages)
             closing = [] if list(output[-len(eot) :]) == eot else eot
             ids = [*closing, *continuation]
             if not budget.fits(traj, len(ids)):

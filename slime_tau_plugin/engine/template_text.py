@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.token_encoder import TokenEncoder
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -121,7 +122,9 @@ class TemplateText:
         self.schemas = list(tools) if tools else None
         """The episode's tool schemas, however they reach the prompt."""
         self.template_kwargs = dict(template_kwargs or {})
-        self._pieces = _PieceCache(tokenizer)
+        added = getattr(tokenizer, "added_tokens_decoder", {}).values()
+        self._encoder = TokenEncoder(tokenizer, tuple(f"x{t.content}\ny" for t in added if t.content)[:64])
+        self._pieces = _PieceCache(tokenizer, self._encoder)
         self._continuation_tools = self.tools
         self.mode = TemplateMode.ANCHORED
         try:
@@ -143,7 +146,8 @@ class TemplateText:
         )
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        """``tokenizer.encode(text, add_special_tokens=False)`` (through the Rust backend: ``token_encoder``)."""
+        return self._encoder.encode(text)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode generated ids to the model's raw text (special tokens kept, end-of-turn stripped)."""
@@ -171,6 +175,16 @@ class TemplateText:
         prefix-safe; the caller then decides explicitly (see :meth:`continuation_ids_unsafe`).
         """
         return self.tokenize_continuation(self.continuation_text(new_messages, history))
+
+    def next_ids(
+        self, new_messages: Sequence[Message], history: Sequence[Message] | None = None
+    ) -> tuple[list[int], bool]:
+        """The continuation ids and whether they came from :meth:`continuation_ids_unsafe` (not provably
+        prefix-safe): one call, so the runner renders and tokenizes a turn's continuation in one worker-thread
+        hop (``blocking.run_cpu``) instead of on the event loop."""
+        text = self.continuation_text(new_messages, history)
+        ids = self.tokenize_continuation(text)
+        return (ids, False) if ids is not None else (self.encode(text), True)
 
     def continuation_ids_unsafe(
         self, new_messages: Sequence[Message], history: Sequence[Message] | None = None
@@ -273,8 +287,9 @@ class _PieceCache:
     the whole text is also encoded directly and compared; one difference turns the cache off for good.
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, encoder: TokenEncoder) -> None:
         self.tokenizer = tokenizer
+        self._encoder = encoder
         self._cache: OrderedDict[str, list[int]] = OrderedDict()
         self._lock = threading.Lock()
         added = list(getattr(tokenizer, "added_tokens_decoder", {}).values())
@@ -312,4 +327,4 @@ class _PieceCache:
         return ids
 
     def _direct(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return self._encoder.encode(text)

@@ -44,11 +44,15 @@ class Trajectory:
     prompt_ids: tuple[int, ...]
     segments: list[Segment] = field(default_factory=list)
     _response_len: int = 0
+    _ids: list[int] = field(default_factory=list, init=False, repr=False)
+    """Everything held, flat, kept up to date on append: a turn copies it instead of rebuilding it from the
+    segments (a 30k-id episode rebuilt its list in ~1 ms of loop time per turn)."""
 
     def __post_init__(self) -> None:
         self.prompt_ids = tuple(self.prompt_ids)
         if not self.prompt_ids:
             raise ValueError("Trajectory needs a non-empty prompt (got 0 prompt ids)")
+        self._ids = [*self.prompt_ids, *(t for seg in self.segments for t in seg.ids)]
 
     def add_model_turn(
         self, ids: Sequence[int], log_probs: Sequence[float], meta_info: dict[str, Any] | None = None
@@ -59,6 +63,7 @@ class Trajectory:
         if not ids:
             return
         self.segments.append(Segment(tuple(ids), tuple(float(x) for x in log_probs), True, meta_info))
+        self._ids += ids
         self._response_len += len(ids)
 
     def without_training(self) -> Trajectory:
@@ -71,6 +76,7 @@ class Trajectory:
         if not ids:
             return
         self.segments.append(Segment(tuple(ids), (0.0,) * len(ids), False))
+        self._ids += ids
         self._response_len += len(ids)
 
     @property
@@ -79,12 +85,12 @@ class Trajectory:
 
     @property
     def response_ids(self) -> list[int]:
-        return [t for seg in self.segments for t in seg.ids]
+        return self._ids[len(self.prompt_ids) :]
 
     @property
     def ids(self) -> list[int]:
-        """Everything held: what the next request sends as ``input_ids``."""
-        return [*self.prompt_ids, *self.response_ids]
+        """Everything held: what the next request sends as ``input_ids`` (a copy: a C-level list copy)."""
+        return list(self._ids)
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + self._response_len

@@ -12,6 +12,7 @@ import asyncio
 import copy
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -224,6 +225,32 @@ def test_terminating_call_skips_the_rest_of_its_turn() -> None:
     run = play([f"{TRANSFER}\n{GET_1}"])
     run.assert_outcome(Reason.AGENT_STOP, SampleStatus.COMPLETED, EpisodeCounters(tool_calls=1), 0.0)
     assert [s.name for s in run.session.steps] == ["transfer_to_human_agents"]
+
+
+def test_continuations_are_rendered_and_tokenized_off_the_event_loop() -> None:
+    """slime's loop serves every episode: a turn's continuation (render + tokenize) runs in a worker thread."""
+
+    class ThreadNotingTokenizer(FakeTokenizer):
+        def __init__(self) -> None:
+            super().__init__("chatml")
+            self.render_threads: list[int] = []
+            self.watching = False
+
+        def apply_chat_template(self, messages, *args, **kwargs):
+            if self.watching and any(m.get("role") == "tool" for m in messages):  # a continuation (or a probe)
+                self.render_threads.append(threading.get_ident())
+            return super().apply_chat_template(messages, *args, **kwargs)
+
+    tokenizer = ThreadNotingTokenizer()
+    agent = TrainableToolCallingAgent(TauConfig(), FakePolicy(tokenizer, [CANCEL_1, DONE]), tokenizer, FakeEnvBackend())
+
+    async def episode() -> tuple[EpisodeResult, int]:
+        tokenizer.watching = True
+        return await agent.run_episode(REF, SAMPLING), threading.get_ident()
+
+    result, loop_thread = asyncio.run(episode())
+    assert result.termination is Reason.USER_STOP
+    assert tokenizer.render_threads and loop_thread not in tokenizer.render_threads
 
 
 # --- tool calls: several per turn, error results, malformed and unknown calls ------------------------------

@@ -177,3 +177,12 @@ def test_without_training_keeps_ids_and_drops_every_trainable_token():
     assert frozen.ids == traj.ids and frozen.response_length == 3
     assert frozen.loss_mask == [0, 0, 0] and frozen.rollout_log_probs == [0.0, 0.0, 0.0]
     assert traj.loss_mask == [1, 1, 0]  # the original is untouched
+
+
+def test_held_ids_are_a_copy_kept_in_step_with_the_segments() -> None:
+    traj = _episode()
+    sent = traj.ids
+    sent.append(99)  # what a request does with its input_ids must not change what is held
+    assert traj.ids == [1, 2, 3, 10, 11, 20, 21, 22, 12] == [*traj.prompt_ids, *traj.response_ids]
+    rebuilt = Trajectory(traj.prompt_ids, list(traj.segments), traj.response_length)
+    assert rebuilt.ids == traj.ids and traj.without_training().ids == traj.ids

@@ -36,6 +36,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
+from slime_tau_plugin.engine.blocking import run_blocking
 from slime_tau_plugin.engine.config import TauConfig, coerce_field, known_key
 from slime_tau_plugin.engine.episode import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError
@@ -64,6 +65,8 @@ EXTRA_FIELD_KEYS = (
 ROUTED_SHAPES = "verl: routed-experts shape by model"
 """The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
 server returned, for the zero arrays of failed outputs (``process.py``)."""
+HF_ROUTING_SHAPES = "verl: routing shape from the model's Hugging Face config"
+"""The notes topic of (layers, experts per token) read from a model's config (``run`` reads it off the loop)."""
 
 
 def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> TauConfig:
@@ -217,7 +220,19 @@ class TauAgentLoop(AgentLoopBase):
         except Exception as exc:  # the failure boundary: nothing reaches verl
             logger.exception("τ episode for row index=%s failed before it started", row.get("index"))
             result = failed_result(config, exc)
+        if self.rollout_config.get("enable_rollout_routing_replay"):
+            await self._read_hf_routing_shape()
         return self.to_output(result, policy.summary())
+
+    async def _read_hf_routing_shape(self) -> None:
+        """The model's routing shape from its Hugging Face config, read once per process in a worker thread:
+        a file read and a config parse on verl's event loop would stall every other sample."""
+        model, notes = self._model_path(), process_registry().notes(HF_ROUTING_SHAPES)
+        if model not in notes:
+            notes[model] = await run_blocking(_hf_routing_shape, model, timeout=60.0)
+
+    def _model_path(self) -> str:
+        return str(self.config.actor_rollout_ref.model.get("path", ""))
 
     def _request_id(self, priority: Any) -> str:
         """verl's own choice (``ToolAgentLoop._make_request_id``): stable under full determinism, else random."""
@@ -297,13 +312,13 @@ class TauAgentLoop(AgentLoopBase):
             return None
         import numpy as np
 
-        model = str(self.config.actor_rollout_ref.model.get("path", ""))
+        model = self._model_path()
         routed, shapes = summary.routed_experts, process_registry().notes(ROUTED_SHAPES)
         if routed is not None:
             shapes[model] = (tuple(routed.shape[1:]), np.asarray(routed[:1]).dtype)
             if trains:
                 return routed[:total]
-        shape, dtype = shapes.get(model) or (_hf_routing_shape(model), np.int32)
+        shape, dtype = shapes.get(model) or (process_registry().notes(HF_ROUTING_SHAPES).get(model), np.int32)
         return np.zeros((total, *shape), dtype=dtype) if shape else None
 
 

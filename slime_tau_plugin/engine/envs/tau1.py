@@ -138,6 +138,9 @@ class Tau1Backend(EnvBackend):
     def tasks(self, domain: str, split: str) -> list[Any]:
         """v1's task list for ``domain``/``split`` (its order), loaded once."""
         key = (domain, split)
+        loaded = self._tasks.get(key)  # no lock once loaded: slime's event loop reads here (integer prompts)
+        if loaded is not None:
+            return loaded
         with self._lock:
             if key not in self._tasks:
                 env = self.v1_env(domain, split)
@@ -148,6 +151,9 @@ class Tau1Backend(EnvBackend):
 
     def domain(self, domain: str) -> Tau1Domain:
         """The domain's pristine database and tools (loaded with its first split)."""
+        built = self._domains.get(domain)
+        if built is not None:
+            return built
         with self._lock:
             if domain not in self._domains:
                 self.tasks(domain, self.splits(domain)[0])

@@ -149,7 +149,12 @@ class Tau2Session(EnvSession):
 
 
 class Tau2Backend(EnvBackend):
-    """Tasks load once per (domain, split), domains once per process; each episode gets private tables."""
+    """Tasks load once per (domain, split), domains once per process; each episode gets private tables.
+
+    slime's event loop reads the task lists (``data.task_ref_from_sample``, integer prompts) while worker threads
+    build domains (seconds): a loaded list is read without a lock, a domain is built under its own lock, and a
+    task list loads under none (two threads racing to load one both read the same files; the first stored wins).
+    """
 
     name = "tau2"
 
@@ -169,21 +174,24 @@ class Tau2Backend(EnvBackend):
     def tasks(self, domain: str, split: str) -> dict[str, Any]:
         """``{task_id: Task}`` in τ's order, loaded once."""
         key = (domain, split)
-        with self._lock:
-            if key not in self._tasks:
-                valid = self.splits(domain)
-                if split not in valid:
-                    expected = ", ".join(valid)
-                    raise ConfigError(f"split={split!r} is unknown for tau2/{domain}; expected one of {expected}")
-                has_splits = self._registry.get_task_splits_loader(domain) is not None
-                loaded = self._registry.get_tasks_loader(domain)(task_split_name=split if has_splits else None)
-                self._tasks[key] = {task.id: task for task in loaded}
-            return self._tasks[key]
+        loaded = self._tasks.get(key)  # no lock: the loop reads here while a worker may hold the domain lock
+        if loaded is not None:
+            return loaded
+        valid = self.splits(domain)
+        if split not in valid:
+            expected = ", ".join(valid)
+            raise ConfigError(f"split={split!r} is unknown for tau2/{domain}; expected one of {expected}")
+        has_splits = self._registry.get_task_splits_loader(domain) is not None
+        tasks = self._registry.get_tasks_loader(domain)(task_split_name=split if has_splits else None)
+        return self._tasks.setdefault(key, {task.id: task for task in tasks})
 
     def domain(self, name: str) -> Tau2Domain:
         """The process-wide cache for domain ``name`` (pristine data, tools, gold outcomes)."""
         self._check_domain(name)
-        with self._lock:
+        built = self._domains.get(name)
+        if built is not None:
+            return built
+        with self._lock:  # held for a build (seconds): never taken by tasks(), which the event loop calls
             if name not in self._domains:
                 self._domains[name] = Tau2Domain(self.mods, name)
             return self._domains[name]
