@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from slime_tau_plugin.engine.blocking import run_cpu
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.data import task_ref_from_sample
 from slime_tau_plugin.engine.episode import EpisodeResult
@@ -65,7 +66,7 @@ async def play_request(config: TauConfig, request: EpisodeRequest, should_abort:
     except Exception as exc:  # the failure boundary: nothing reaches the trainer
         logger.exception("episode for request %s failed before it started", request.request_id)
         result = failed_result(config, exc)
-    return finish(result, resources.tokenizer, state)
+    return await run_cpu(finish, result, resources.tokenizer, state)  # decoding a long response is CPU work
 
 
 def resumable_state(data: dict[str, Any] | None, held: HeldTokens | None) -> EpisodeState | None:
