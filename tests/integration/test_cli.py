@@ -213,3 +213,9 @@ def test_rollout_help_names_each_value_once(capsys):
     shown = capsys.readouterr().out
     assert "--tokenizer DIR" in shown and "TOKENIZER" not in shown and "SGLANG_URL" not in shown
     assert "mock" in shown and "the domain's one split" in shown
+
+
+def test_serve_model_refuses_a_fake_model_flag_it_would_ignore(tmp_path, capsys):
+    assert main(["serve", "--model", str(tmp_path), "--tokenizer", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--tokenizer sets up the built-in fake model" in err and f"--model {tmp_path}" in err, err

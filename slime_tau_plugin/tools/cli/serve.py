@@ -62,6 +62,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.script is not None and ns.policy != "scripted":
         raise ConfigError("--script holds the scripted policy's replies; add --policy scripted or drop --script")
     if ns.model:  # a real model: torch is imported only on this path
+        _refuse_fake_model_flags(ns)
         from slime_tau_plugin.tools.cli import serve_model
 
         return serve_model.run(ns)
@@ -102,3 +103,23 @@ def run(ns: argparse.Namespace) -> int:
     finally:
         server.stop()
     return 0
+
+
+FAKE_MODEL_FLAGS = ("benchmark", "domain", "split", "script", "tokenizer", "latency_ms", "context_len", "faults")
+"""``serve`` flags that set up a fake model: ``--model`` serves its own tokenizer, context and every task."""
+
+
+def _refuse_fake_model_flags(ns: argparse.Namespace) -> None:
+    """``--model`` with a fake model's flag would serve something other than what that flag says.
+
+    Raises:
+        ConfigError: naming the flag and ``--model``.
+    """
+    given = [f for f in FAKE_MODEL_FLAGS if getattr(ns, f) not in (None, 0.0, 32768)]
+    given += [f for f, default in (("policy", "oracle"), ("tool_call_format", "qwen25")) if getattr(ns, f) != default]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError(
+            f"{flag} sets up the built-in fake model; --model {ns.model} serves its own tokenizer, context and "
+            f"every task: drop {flag} (or --model)"
+        )
