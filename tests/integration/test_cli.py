@@ -219,3 +219,18 @@ def test_serve_model_refuses_a_fake_model_flag_it_would_ignore(tmp_path, capsys)
     assert main(["serve", "--model", str(tmp_path), "--tokenizer", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--tokenizer sets up the built-in fake model" in err and f"--model {tmp_path}" in err, err
+
+
+def test_a_model_name_the_server_does_not_list_is_refused_in_one_line(served_oracle, qwen25_dir, capsys):
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+
+    user = ChatUserServer().start()
+    try:
+        argv = ["rollout", "--user", "llm", "--user-base-url", user.base_url, "--user-model", "gpt-x", "--tasks", "0"]
+        assert main(argv) == 2
+    finally:
+        user.stop()
+    assert "--user-model gpt-x: --user-base-url" in (err := capsys.readouterr().err) and "scripted-user" in err, err
+    argv = ["rollout", "--sglang-url", served_oracle, "--tokenizer", qwen25_dir, "--tasks", "0"]
+    assert main([*argv, "--policy-api", "openai-completions", "--policy-model", "nope"]) == 2
+    assert "--policy-model nope: --sglang-url" in (err := capsys.readouterr().err) and "OracleModel" in err, err

@@ -37,7 +37,7 @@ from slime_tau_plugin.tools.cli.flag_names import (
     config_values,
 )
 from slime_tau_plugin.tools.cli.preflight import check_chat_endpoint, check_policy, check_url
-from slime_tau_plugin.tools.cli.server_match import check_server_tasks, check_server_tokenizer
+from slime_tau_plugin.tools.cli.server_match import check_served_model, check_server_tasks, check_server_tokenizer
 from slime_tau_plugin.tools.cli.task_select import default_split, parse_task_ids, parse_task_range, positions_of_ids
 from slime_tau_plugin.tools.servers import FAKE_MODELS
 
@@ -220,7 +220,7 @@ def run(ns: argparse.Namespace) -> int:
             check_policy(ns.sglang_url)
             note_answered(EndpointRole.POLICY, ns.sglang_url)  # an outage from now on is waited for
         if ns.user_base_url is not None:
-            check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
+            check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env", "--user-model")
             note_answered(EndpointRole.USER, config.user_endpoint().base_url)
         if config.judge_endpoint() is not None:
             check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
@@ -233,6 +233,8 @@ def run(ns: argparse.Namespace) -> int:
             positions = parse_task_range(ns.tasks, len(all_refs))
         if ns.sglang_url is not None:
             check_server_tokenizer(ns.sglang_url, tokenizer, tokenizer_dir)
+            if ns.policy_model is not None:
+                check_served_model(ns.sglang_url, ns.policy_model)
             run_set = (ns.benchmark, ns.domain, ns.split)
             check_server_tasks(ns.sglang_url, run_set, [all_refs[i] for i in positions], backend)
         if positions:

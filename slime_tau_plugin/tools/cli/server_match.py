@@ -9,6 +9,7 @@ mismatch is one :class:`ConfigError` line naming both sides.
   too) must give the run tokenizer's ids for :func:`probe_text`. A server without the route is compared
   through ``GET /model_info`` (``/get_model_info`` before SGLang 0.5.15): its ``tokenizer_path`` (else
   ``model_path``) is loaded when it is a directory here; otherwise a warning says nothing was compared.
+- Model name (``--policy-model``, openai-completions): one of ``GET /v1/models``'s ids.
 - Tasks: ``/model_info``'s ``tau_task_sets`` (only our built-in oracle reports it: ``[[benchmark, domain,
   split], ...]``) must hold every task of the run.
 """
@@ -27,6 +28,7 @@ from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.loop_http import shared_ssl_context
 
 __all__ = [
+    "check_served_model",
     "check_server_tasks",
     "check_server_tokenizer",
     "first_difference",
@@ -110,6 +112,21 @@ def check_server_tokenizer(url: str, tokenizer: Any, tokenizer_dir: str, flag: s
         raise ConfigError(
             f"{flag} {url} serves a model whose tokenizer ({served}) is not --tokenizer {tokenizer_dir}: the "
             f"same text gives other ids from position {at}; pass --tokenizer with the served model's directory"
+        )
+
+
+def check_served_model(url: str, model: str) -> None:
+    """``--policy-model`` is a model the openai-completions server lists at ``GET /v1/models``.
+
+    Raises:
+        ConfigError: the list does not hold it (one line naming both); a server without the list is not compared.
+    """
+    answer = _request(server_root(url) + "/v1/models")
+    data = answer.get("data") if isinstance(answer, dict) else None
+    served = [str(card["id"]) for card in data or [] if isinstance(card, dict) and "id" in card]
+    if served and model not in served:
+        raise ConfigError(
+            f"--policy-model {model}: --sglang-url {url} serves {', '.join(served[:5])}; pass one of them"
         )
 
 

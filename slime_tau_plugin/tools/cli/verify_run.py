@@ -100,11 +100,11 @@ def verify_run(
 
     import_torch()  # fail on a missing torch before reading anything
     samples, where, temperature, skipped = _read(run_dir, temperature)
-    model, device = load_causal_lm(model_dir)  # float32; CUDA when torch sees one (real weights on a GPU node)
-    vocab = int(model.get_output_embeddings().weight.shape[0])
     tokenizer = load_tokenizer(model_dir)
     if not is_dump_path(run_dir):
-        check_run_tokenizer(run_dir, model_dir, tokenizer)
+        check_run_tokenizer(run_dir, model_dir, tokenizer)  # before the (slow) model load
+    model, device = load_causal_lm(model_dir)  # float32; CUDA when torch sees one (real weights on a GPU node)
+    vocab = int(model.get_output_embeddings().weight.shape[0])
     template = ChatTemplate(tokenizer)
     marks = template_marks(template)
     checks: list[SampleCheck] = []
