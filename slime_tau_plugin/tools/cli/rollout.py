@@ -201,8 +201,6 @@ def run(ns: argparse.Namespace) -> int:
     from slime_tau_plugin.tools.servers import build_sglang_server
 
     check_flags(ns)
-    if ns.split is None:
-        ns.split = default_split(ns.benchmark, ns.domain)
     install_env_faults_from_environ()  # TAU_FAULTS' env kinds (env steps, rewards) in this process; read once
     signal.signal(signal.SIGTERM, _as_interrupt)  # schedulers stop jobs with SIGTERM: treat it as Ctrl-C
     run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite)
@@ -224,6 +222,9 @@ def run(ns: argparse.Namespace) -> int:
             note_answered(EndpointRole.USER, config.user_endpoint().base_url)
         if config.judge_endpoint() is not None:
             check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
+        if ns.split is None:  # after the endpoint checks: it loads τ
+            ns.split = default_split(ns.benchmark, ns.domain)
+            config = config.model_copy(update={"split": ns.split})
         tokenizer = load_tokenizer(tokenizer_dir)
         backend = get_backend(ns.benchmark)
         all_refs = backend.task_refs(ns.domain, ns.split)
