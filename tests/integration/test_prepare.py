@@ -229,3 +229,11 @@ def test_leakage_rules():
     assert leakage(TaskSet("tau2", "telecom", "train"), TaskSet("tau2", "telecom", "train")) is not None
     assert leakage(TaskSet("tau2", "retail", "train"), TaskSet("tau2", "airline", "train")) is None
     assert leakage(TaskSet("tau2", "retail", "base"), TaskSet("tau2", "retail", "test")) is not None
+
+
+def test_a_domain_without_train_writes_its_only_split(tau2_backend, tmp_path):
+    """Walk-through row (g): ``--domain mock`` failed on the default split instead of taking mock's one split."""
+    out = tmp_path / "mock.jsonl"
+    assert main(["prepare", "--domain", "mock", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and {row["metadata"]["split"] for row in rows} == {"base"}

@@ -103,3 +103,13 @@ def test_completions_and_bad_requests(qwen25_server):
     assert bad.status_code == 400 and "top_p" in bad.text
     too_long = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 10**6}}
     assert "maximum context length" in httpx.post(f"{qwen25_server.url}/generate", json=too_long).text
+
+
+def test_tokenize_and_model_info_say_which_tokenizer_is_served(qwen25_server):
+    """``rollout --sglang-url`` compares these with its ``--tokenizer`` (walk-through row b)."""
+    url, tokenizer = qwen25_server.url, qwen25_server.decoder.tokenizer
+    text = "<think>\nplan\n</think> τ² <|im_end|>"
+    answer = httpx.post(f"{url}/tokenize", json={"prompt": text, "add_special_tokens": False}, timeout=30).json()
+    assert answer["tokens"] == tokenizer.encode(text, add_special_tokens=False)
+    info = httpx.get(f"{url}/model_info", timeout=30).json()
+    assert info["tokenizer_path"] == info["model_path"] == qwen25_server.model_id and info.get("tau_task_sets") is None

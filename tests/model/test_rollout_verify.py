@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,18 @@ def test_verify_reads_a_slime_rollout_dump_with_the_temperature_given(model_run,
     assert "--temperature" in capsys.readouterr().err
     assert main(["verify", str(dump), "--model", str(tiny_model), "--temperature", "0.8"]) == 0
     assert "2/2 samples ok" in capsys.readouterr().out
+
+
+def test_verify_refuses_a_run_rolled_out_with_another_tokenizer(model_run, tiny_model, tmp_path):
+    """Walk-through row (b): the run's tokenizer (summary.json) is not the model's; ``verify`` said ``ok``."""
+    from slime_tau_plugin.engine.errors import ConfigError
+    from tests.model.conftest import qwen3_tokenizer_dir, qwen25_tokenizer_dir
+
+    other = qwen3_tokenizer_dir() if "qwen2_5" in tiny_model.name else qwen25_tokenizer_dir()
+    run = tmp_path / "run"
+    shutil.copytree(model_run, run)
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "tokenizer": str(other)}))
+    with pytest.raises(ConfigError, match="was rolled out with the tokenizer") as refused:
+        verify_run(str(run), str(tiny_model), tolerance=1e-4)
+    assert str(other) in str(refused.value) and f"--model {tiny_model}'s" in str(refused.value)

@@ -3,9 +3,10 @@
 ``samples.jsonl`` gets each sample as it finishes; ``summary.json`` is written when the batch starts
 (``state: running``, with the run record), at most once a second while samples finish (so a run killed
 with SIGKILL still says what it holds), and at the end over every sample in the folder (a resumed run's
-earlier ones included): ``finished``, ``interrupted`` (Ctrl-C or SIGTERM: running episodes cancelled) or
-``killed`` (a second Ctrl-C/SIGTERM: stopped at once). Exit codes: 0; 1 when more than
-``--max-failed-share`` of the samples FAILED (the most common error is printed); 130 after Ctrl-C/SIGTERM.
+earlier ones included): ``finished`` or ``interrupted`` (Ctrl-C or SIGTERM: running episodes cancelled; a
+second one stops at once and adds ``"stopped_at_once": true``), the word the terminal prints. Exit codes: 0; 1
+when more than ``--max-failed-share`` of the samples FAILED (the most common error is printed); 130 after
+Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ def play_and_report(
     with signals_held(then_exit_at_once=batch.interrupted):
         samples = earlier + batch.samples
         summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
-        state = "killed" if killed else "interrupted" if batch.interrupted else "finished"
-        summary = {"state": state, "interrupted": batch.interrupted, **summary, **base}
+        state = "interrupted" if batch.interrupted else "finished"  # "killed" is SIGKILL's: the terminal interrupted
+        at_once = {"stopped_at_once": True} if killed else {}
+        summary = {"state": state, "interrupted": batch.interrupted, **at_once, **summary, **base}
         write_summary(run_dir, summary)
         report = sys.stderr if ns.json else sys.stdout
         print(json.dumps(summary, indent=2, ensure_ascii=False) if ns.json else _table(summary))
@@ -100,8 +102,9 @@ def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned:
     top = errors[0] if errors else None
     cause = f"; most common error ({top['samples']} samples): {in_cli_terms(top['error'])}" if top else ""
     if summary["interrupted"]:
+        how = " (stopped at once by a second Ctrl-C/SIGTERM)" if summary.get("stopped_at_once") else ""
         print(
-            f"interrupted: {finished} of {planned} episodes finished; to continue, run the same command with "
+            f"interrupted{how}: {finished} of {planned} episodes finished; to continue, run the same command with "
             f"--resume --out {run_dir.shown}",
             file=sys.stderr,
         )

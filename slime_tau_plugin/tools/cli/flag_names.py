@@ -73,7 +73,10 @@ FLAG_OF = {
 }
 """``TauConfig`` field → the ``rollout`` flag that sets it."""
 
-DEFAULT_TEXT = {"user_base_url": "a built-in scripted chat server"}
+DEFAULT_TEXT = {
+    "user_base_url": "a built-in scripted chat server",
+    "split": "train, or the domain's one split, e.g. mock's base",
+}
 """Where the CLI's unset differs from the config's: what it does instead (shown in ``--help``)."""
 
 
@@ -104,9 +107,17 @@ def add_config_flags(parser: Any, names: tuple[str, ...], *, unset: bool = False
             default=default,
             choices=options,
             type=None if options is not None or kind is str else _flag_type(name),
-            metavar="N" if kind is int else "S" if name.endswith("_s") else None,
+            metavar=_metavar(name, kind) if options is None else None,
             help=text,
         )
+
+
+def _metavar(name: str, kind: type) -> str | None:
+    """How ``--help`` names a flag's value: N, S (seconds), URL, VAR, NAME; else argparse's (the flag in capitals)."""
+    if kind is int:
+        return "N"
+    suffixes = {"_s": "S", "_url": "URL", "_env": "VAR", "_model": "NAME", "_parser": "NAME"}
+    return next((shown for suffix, shown in suffixes.items() if name.endswith(suffix)), None)
 
 
 def config_values(ns: argparse.Namespace) -> dict[str, Any]:

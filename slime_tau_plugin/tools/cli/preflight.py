@@ -10,6 +10,7 @@ the environment).
 from __future__ import annotations
 
 import http.client
+import json
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
@@ -42,7 +43,7 @@ def check_policy(url: str, flag: str = "--sglang-url") -> None:
     """
     check_url(flag, url)
     health = url.rstrip("/").removesuffix("/v1") + "/health"  # an OpenAI-style base URL: /health is at the root
-    status, reason = _get(health, None)
+    status, reason, _ = _get(health, None)
     if status is None:
         raise ConfigError(
             f"{flag} {url}: cannot reach the policy server (GET /health: {reason}); start SGLang "
@@ -55,13 +56,15 @@ def check_policy(url: str, flag: str = "--sglang-url") -> None:
         )
 
 
-def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str) -> None:
+def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str, model_flag: str | None = None) -> None:
     """``GET {base_url}/models`` of an OpenAI-compatible endpoint answers 2xx with the configured key (each
-    replica's, for several comma-separated URLs).
+    replica's, for several comma-separated URLs), and lists the model when ``model_flag`` names the flag that set
+    it (the user's model is sent as is; a judge's is litellm's name, provider prefix included, so it is not
+    compared).
 
     Raises:
         ConfigError: malformed URL, key variable named but unset, nothing answering, the key refused
-            (401/403), or 404 (usually a base URL without ``/v1``).
+            (401/403), 404 (usually a base URL without ``/v1``), or a model the list does not hold.
     """
     key = endpoint.api_key
     if endpoint.api_key_env and not key:
@@ -70,12 +73,15 @@ def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str) -> None
         )
     for url in endpoint.urls:
         check_url(flag, url)
-        _check_models(flag, url, key, endpoint.api_key_env, key_flag)
+        _check_models(flag, url, endpoint, key, key_flag, model_flag)
 
 
-def _check_models(flag: str, url: str, key: str | None, key_env: str | None, key_flag: str) -> None:
+def _check_models(
+    flag: str, url: str, endpoint: LLMEndpoint, key: str | None, key_flag: str, model_flag: str | None
+) -> None:
+    key_env = endpoint.api_key_env
     models = url.rstrip("/") + "/models"
-    status, reason = _get(models, key)
+    status, reason, body = _get(models, key)
     if status is None:
         raise ConfigError(f"{flag} {url}: cannot reach it (GET /models: {reason}); start the server or fix the URL")
     if status in (401, 403):
@@ -87,20 +93,33 @@ def _check_models(flag: str, url: str, key: str | None, key_env: str | None, key
         )
     if not 200 <= status < 300:
         raise ConfigError(f"{flag} {url}: GET /models answered HTTP {status}; check the server, or fix the URL")
+    served = _model_ids(body)
+    if model_flag and served and endpoint.model not in served:
+        shown = ", ".join(served[:5]) + (", ..." if len(served) > 5 else "")
+        raise ConfigError(f"{model_flag} {endpoint.model}: {flag} {url} serves {shown} (GET /models); pass one of them")
 
 
-def _get(url: str, api_key: str | None) -> tuple[int | None, str]:
-    """``(status, "")`` for any HTTP answer, ``(None, reason)`` when none came within the timeout."""
+def _model_ids(body: bytes) -> list[str]:
+    """The ``data[].id`` of an OpenAI ``/models`` answer; empty when it is not one."""
+    try:
+        data = json.loads(body).get("data")
+        return [str(card["id"]) for card in data if isinstance(card, dict) and "id" in card]
+    except (ValueError, AttributeError, TypeError):
+        return []
+
+
+def _get(url: str, api_key: str | None) -> tuple[int | None, str, bytes]:
+    """``(status, "", body)`` for any HTTP answer, ``(None, reason, b"")`` when none came within the timeout."""
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     opener = urllib.request.build_opener(
         urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=shared_ssl_context())
     )
     try:
         with opener.open(request, timeout=TIMEOUT_S) as answer:
-            return answer.status, ""
+            return answer.status, "", answer.read()
     except urllib.error.HTTPError as exc:
-        return exc.code, ""
+        return exc.code, "", b""
     except urllib.error.URLError as exc:
-        return None, str(getattr(exc.reason, "strerror", None) or exc.reason)
+        return None, str(getattr(exc.reason, "strerror", None) or exc.reason), b""
     except (TimeoutError, OSError, http.client.HTTPException) as exc:
-        return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, b""

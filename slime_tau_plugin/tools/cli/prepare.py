@@ -60,7 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sets.add_argument(
         "--domain", default=None, help="one set: retail (default), airline, telecom (tau2), or a comma list"
     )
-    sets.add_argument("--split", default=None, help="one set: train (default), test, base, ...")
+    sets.add_argument(
+        "--split", default=None, help="one set: train (default; a domain without one: its only split), test, base, ..."
+    )
     p.add_argument(
         "--out", required=True, metavar="FILE.jsonl", help="the training file (slime --prompt-data; required)"
     )
@@ -116,6 +118,10 @@ def run(ns: argparse.Namespace) -> int:
     if ns.eval_samples is not None and not ns.eval:
         raise ConfigError("--eval-samples sets the episodes per eval task; add --eval SET or drop it")
     values = {name: value or SHORTHAND_DEFAULTS[name] for name, value in shorthand.items()}
+    if not ns.train and ns.split is None and ns.domain and "," not in ns.domain:  # mock: its one split, base
+        from slime_tau_plugin.tools.cli.task_select import default_split
+
+        values["split"] = default_split(values["benchmark"], ns.domain)
     train_specs = ns.train or [f"{values['benchmark']}/{values['domain']}/{values['split']}"]
     if ns.out.endswith(("/", "\\")):
         raise ConfigError(f"--out {ns.out} names a directory; expected a file path, e.g. {ns.out}train.jsonl")

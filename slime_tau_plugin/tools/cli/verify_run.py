@@ -22,6 +22,7 @@ from slime_tau_plugin.tools.cli.run_files import (
     ShownSample,
     read_samples,
     read_summary,
+    resolve_tokenizer,
     shown_row,
     shown_sample,
     task_key,
@@ -99,9 +100,12 @@ def verify_run(
 
     import_torch()  # fail on a missing torch before reading anything
     samples, where, temperature, skipped = _read(run_dir, temperature)
+    tokenizer = load_tokenizer(model_dir)
+    if not is_dump_path(run_dir):
+        check_run_tokenizer(run_dir, model_dir, tokenizer)  # before the (slow) model load
     model, device = load_causal_lm(model_dir)  # float32; CUDA when torch sees one (real weights on a GPU node)
     vocab = int(model.get_output_embeddings().weight.shape[0])
-    template = ChatTemplate(load_tokenizer(model_dir))
+    template = ChatTemplate(tokenizer)
     marks = template_marks(template)
     checks: list[SampleCheck] = []
     for i, sample in enumerate(samples):
@@ -131,6 +135,30 @@ def verify_run(
             )
         )
     return VerifyReport(str(run_dir), model_dir, temperature, tolerance, tuple(checks), tuple(skipped))
+
+
+def check_run_tokenizer(run_dir: str, model_dir: str, tokenizer: Any) -> None:
+    """The run's recorded tokenizer (``summary.json``) tokenizes like ``--model``'s: else the ids were read as
+    other text during the rollout, and matching log-probs would prove nothing about it.
+
+    Raises:
+        ConfigError: the two differ (one line naming both); a run that records no usable tokenizer is not compared.
+    """
+    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.tools.cli.server_match import tokenizers_differ_at
+
+    try:
+        recorded = resolve_tokenizer(run_dir, None)
+    except ConfigError:
+        return
+    if Path(recorded).resolve() == Path(model_dir).resolve():
+        return
+    at = tokenizers_differ_at(load_tokenizer(recorded), tokenizer)
+    if at is not None:
+        raise ConfigError(
+            f"{run_dir} was rolled out with the tokenizer {recorded} (summary.json), not --model {model_dir}'s: the "
+            f"same text gives other ids from position {at}; pass the model the rollout's server served"
+        )
 
 
 def _read(run_dir: str, temperature: float | None) -> tuple[list[ShownSample], list[str], float, list[str]]:

@@ -12,6 +12,7 @@ compares the stored text with the template's rendering; ``cli/verify_run.py`` dr
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,9 @@ def import_torch() -> Any:
         import torch
     except ImportError as exc:
         raise ConfigError(f"this command needs torch, which is not installed: {INSTALL_HINT}") from exc
+    # transformers' deprecation notices about its own API (raised in it, or pinned on our call) are no news to a
+    # user of `serve --model` or `verify`: only its errors are (configure_logging quiets its logger likewise)
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|slime_tau_plugin)(\.|$)")
     return torch
 
 

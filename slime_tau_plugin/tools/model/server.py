@@ -37,7 +37,9 @@ from slime_tau_plugin.tools.servers.completions_wire import (
     ABORT_FINISH,
     completion_body,
     input_ids_error,
+    model_info_body,
     openai_error,
+    tokenize_reply,
     validation_error,
 )
 from slime_tau_plugin.tools.servers.http_base import MAX_BODY_BYTES, AppThread
@@ -86,7 +88,9 @@ class ModelServer:
                 web.get("/health", self._health),
                 web.get("/health_generate", self._health),
                 web.get("/v1/loads", self._loads),
+                web.get("/model_info", self._model_info),
                 web.get("/get_model_info", self._model_info),
+                web.post("/tokenize", self._tokenize_route),
                 web.get("/v1/models", self._models),
             ]
         )
@@ -105,7 +109,10 @@ class ModelServer:
         return web.json_response({"status": "ok"})
 
     async def _model_info(self, request: web.Request) -> web.Response:
-        return web.json_response({"model_path": self.model_id, "is_generation": True})
+        return web.json_response(model_info_body(self.decoder.tokenizer, self.model_id, self.weight_version))
+
+    async def _tokenize_route(self, request: web.Request) -> web.Response:
+        return _reply(tokenize_reply(self.decoder.tokenizer, await _json(request), self.decoder.context_len))
 
     async def _models(self, request: web.Request) -> web.Response:
         card = {"id": self.model_id, "object": "model", "owned_by": "slime-tau-plugin"}

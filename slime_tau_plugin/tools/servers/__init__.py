@@ -58,7 +58,10 @@ def build_sglang_server(
         fake = OracleModel(tokenizer, lambda: oracle_scripts(sets), tool_call_format)
     else:
         raise ConfigError(f"fake model {model!r} is unknown; expected one of {', '.join(FAKE_MODELS)}")
-    return SGLangServer(fake, host=host, port=port, latency_s=latency_s, context_len=context_len, faults=faults)
+    known = sets if model == "oracle" else None
+    return SGLangServer(
+        fake, host=host, port=port, latency_s=latency_s, context_len=context_len, faults=faults, task_sets=known
+    )
 
 
 def select_task_sets(

@@ -97,3 +97,21 @@ def completion_body(
         "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids), "total_tokens": len(prompt) + len(ids)},
         "metadata": {"weight_version": weight_version},
     }
+
+
+def tokenize_reply(tokenizer: Any, body: Any, max_model_len: int) -> Reply:
+    """SGLang's (and vLLM's) ``POST /tokenize``: ``{"prompt": str, "add_special_tokens"?}`` ->
+    ``{"tokens", "count", "max_model_len"}``; clients compare tokenizers with it (``cli/server_match.py``)."""
+    prompt = body.get("prompt") if isinstance(body, dict) else None
+    if not isinstance(prompt, str):
+        return validation_error("prompt", "this server tokenizes one string")
+    tokens = list(tokenizer.encode(prompt, add_special_tokens=bool(body.get("add_special_tokens", True))))
+    return 200, {"tokens": tokens, "count": len(tokens), "max_model_len": max_model_len}
+
+
+def model_info_body(tokenizer: Any, model_path: str, weight_version: str, **extra: Any) -> dict[str, Any]:
+    """SGLang's ``GET /model_info`` fields that say what is served (``tokenizer_path``: the tokenizer's own
+    directory), plus ``extra`` (the oracle's ``tau_task_sets``)."""
+    tokenizer_path = str(getattr(tokenizer, "name_or_path", "") or model_path)
+    info = {"model_path": model_path, "tokenizer_path": tokenizer_path, "is_generation": True}
+    return info | {"weight_version": weight_version} | extra

@@ -24,7 +24,10 @@ the plugin and slime's rollout loop use (slime ends each rollout step with ``GET
                               "worker_type", "is_healthy", "load", "connection_mode"}], "total",
                               "stats": {"total_workers", "healthy_workers", "total_models", "total_load",
                                         "by_type": {"regular", "prefill", "decode"}}}   (this server only)
-    GET  /health, /health_generate, /get_model_info
+    GET  /health, /health_generate
+    GET  /model_info, /get_model_info -> {"model_path", "tokenizer_path", "is_generation", "weight_version",
+                              "tau_task_sets": [[benchmark, domain, split], ...] | null (ours: the oracle's tasks)}
+    POST /tokenize        {"prompt": str, "add_special_tokens"?} -> {"tokens", "count", "max_model_len"}
     POST /v1/completions  (vLLM's) {"prompt": [ids], "max_tokens", "model"?, "logprobs"?, "return_token_ids"?,
                               "return_tokens_as_token_ids"?, "stop_token_ids"?, "include_stop_str_in_output"?}
                           -> {"id", "object": "text_completion", "created", "model", "choices": [{"index": 0,
@@ -68,7 +71,9 @@ from slime_tau_plugin.tools.servers.completions_wire import (
     ABORT_FINISH,
     completion_body,
     input_ids_error,
+    model_info_body,
     openai_error,
+    tokenize_reply,
     validation_error,
 )
 from slime_tau_plugin.tools.servers.fault_injection import (
@@ -148,8 +153,11 @@ class SGLangServer(JSONServer):
         latency_s: float = 0.0,
         weight_version: str = "default",
         faults: FaultInjector | None = None,
+        task_sets: Sequence[tuple[str, str, str]] | None = None,
     ) -> None:
         self.policy = policy
+        self.task_sets = [list(task_set) for task_set in task_sets] if task_sets is not None else None
+        """The (benchmark, domain, split) an oracle knows, reported by ``/model_info`` (None: any task)."""
         self.context_len = context_len
         self.latency_s = latency_s
         self.weight_version = weight_version
@@ -185,7 +193,8 @@ class SGLangServer(JSONServer):
         return {
             "/health": healthy,
             "/health_generate": healthy,
-            "/get_model_info": lambda: (200, {"model_path": self.model_id, "is_generation": True}),
+            "/model_info": self.model_info,
+            "/get_model_info": self.model_info,
             "/v1/loads": self.loads,
             "/workers": self.workers,
             "/flush_cache": self.flush_cache,
@@ -197,6 +206,7 @@ class SGLangServer(JSONServer):
             "/generate": self.handle_generate,
             "/v1/completions": self.handle_completions,
             "/abort_request": self._abort_route,
+            "/tokenize": self.tokenize,
             "/flush_cache": lambda body, headers: self.flush_cache(),
         }
 
@@ -225,15 +235,9 @@ class SGLangServer(JSONServer):
 
     def loads(self) -> Reply:
         with self._lock:
-            running = len(self._running)
-            used = sum(r.prompt_tokens for r in self._running)
-        load = {
-            "timestamp": time.time(),
-            "dp_rank": 0,
-            "num_running_reqs": running,
-            "num_waiting_reqs": 0,
-            "num_used_tokens": used,
-        }
+            running, used = len(self._running), sum(r.prompt_tokens for r in self._running)
+        load = {"timestamp": time.time(), "dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": 0}
+        load["num_used_tokens"] = used
         return 200, {
             "timestamp": datetime.now(timezone.utc).isoformat(),
             "version": "slime-tau-plugin",
@@ -241,6 +245,15 @@ class SGLangServer(JSONServer):
             "num_accelerators": 0,
             "loads": [load],
         }
+
+    def model_info(self) -> Reply:
+        tokenizer = getattr(self.policy, "tokenizer", None)
+        return 200, model_info_body(tokenizer, self.model_id, self.weight_version, tau_task_sets=self.task_sets)
+
+    def tokenize(self, body: Any, headers: dict[str, str]) -> Reply:
+        if (tokenizer := getattr(self.policy, "tokenizer", None)) is None:
+            return 404, {"error": {"message": f"{self.model_id} has no tokenizer"}}
+        return tokenize_reply(tokenizer, body, self.context_len)
 
     def models(self) -> Reply:
         card = {
@@ -338,22 +351,12 @@ class SGLangServer(JSONServer):
         generated = await self._generate(f"cmpl-{number}", prompt, params, max_tokens)
         if not isinstance(generated, _Generated):
             return generated
-        ids = generated.ids
-        log_probs = generated.log_probs
-        return 200, after_render(
-            generated.fault,
-            completion_body(
-                body,
-                prompt,
-                ids,
-                log_probs,
-                generated.finish["type"],
-                self.decode,
-                rid=generated.rid,
-                model_id=self.model_id,
-                weight_version=self.weight_version,
-            ),
-        )
+        finish, rid = generated.finish["type"], generated.rid
+        rendered = completion_body(
+            body, prompt, generated.ids, generated.log_probs, finish, self.decode, rid=rid, model_id=self.model_id,
+            weight_version=self.weight_version,
+        )  # fmt: skip
+        return 200, after_render(generated.fault, rendered)
 
     async def _generate(
         self, rid: str, input_ids: list[int], params: dict[str, Any], max_new: Any
