@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -158,6 +159,32 @@ async def _episodes(config: TauConfig, n: int) -> tuple[float, float, list[float
     return wall, cpu, durations, loop
 
 
+def start_servers(tokenizer: str, policy_latency_ms: float, user_latency_ms: float) -> tuple[Any, Any, TauConfig]:
+    """The echo policy and the LLM user, each in its own process, and a config that plays against them."""
+    policy_port, user_port = _free_port(), _free_port()
+    policy = subprocess.Popen(
+        [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve", "--policy", "echo", "--tokenizer", tokenizer]
+        + ["--port", str(policy_port), "--latency-ms", str(policy_latency_ms)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    user = subprocess.Popen(
+        [sys.executable, "-c", USER_SERVER, str(user_latency_ms / 1000), str(user_port)], stdout=subprocess.PIPE
+    )
+    user.stdout.readline()
+    _wait_ready(f"http://127.0.0.1:{policy_port}")
+    config = TauConfig(
+        tokenizer_path=tokenizer,
+        policy_url=f"http://127.0.0.1:{policy_port}",
+        user="llm",
+        user_base_url=f"http://127.0.0.1:{user_port}/v1",
+        user_model="scripted-user",
+        user_timeout_s=300.0,
+        policy_timeout_s=300.0,
+    )
+    return policy, user, config
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, nargs="+", default=[16, 64, 256])
@@ -166,27 +193,8 @@ def main() -> None:
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after the start-up episodes")
     ns = parser.parse_args()
     tokenizer = ns.tokenizer or default_tokenizer_dir()
-    policy_port, user_port = _free_port(), _free_port()
-    policy = subprocess.Popen(
-        [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve", "--policy", "echo", "--tokenizer", tokenizer]
-        + ["--port", str(policy_port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    user = subprocess.Popen(
-        [sys.executable, "-c", USER_SERVER, str(ns.user_latency_ms / 1000), str(user_port)], stdout=subprocess.PIPE
-    )
+    policy, user, config = start_servers(tokenizer, 0.0, ns.user_latency_ms)
     try:
-        user.stdout.readline()
-        _wait_ready(f"http://127.0.0.1:{policy_port}")
-        config = TauConfig(
-            tokenizer_path=tokenizer,
-            policy_url=f"http://127.0.0.1:{policy_port}",
-            user="llm",
-            user_base_url=f"http://127.0.0.1:{user_port}/v1",
-            user_model="scripted-user",
-            user_timeout_s=120.0,
-        )
         asyncio.run(_episodes(config, 4))  # start-up (agent, template, τ domain) off the clock
         if ns.gc_freeze:
             gc.freeze()
