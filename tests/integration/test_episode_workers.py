@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import pytest
 
@@ -19,6 +20,7 @@ from slime_tau_plugin.adapters.slime.metrics import worker_metrics
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.episode_state import METADATA_KEY
+from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.workers.pools import close_pools, pool_for
 from slime_tau_plugin.tools.servers import oracle_scripts
 from slime_tau_plugin.tools.servers.fake_models import OracleModel
@@ -157,3 +159,27 @@ def test_local_ray_actors_give_the_in_process_samples(slow_oracle, qwen25_dir, t
     finally:
         close_pools()
         ray.shutdown()
+
+
+def test_a_config_error_in_a_worker_is_raised_in_slimes_process(slow_oracle, tmp_path, tau2_backend):
+    args = slime_args(slow_oracle, str(tmp_path), tau_episode_workers=1)  # a tokenizer folder that holds none
+    (sample,) = _samples(tau2_backend, 1, "config")
+    with pytest.raises(ConfigError, match=str(tmp_path)):
+        _play(args, [sample])
+
+
+def test_workers_that_cannot_start_fail_the_samples_naming_why(slow_oracle, qwen25_dir, tau2_backend, monkeypatch):
+    monkeypatch.setenv("PYTHONHOME", "/nonexistent")  # every worker's interpreter dies before it answers
+    args = slime_args(slow_oracle, qwen25_dir, tau_episode_workers=1, tau_max_turns=29)  # a pool of its own
+    samples = _samples(tau2_backend, 3, "broken")
+    _play(args, samples[:2])
+    for sample in samples[:2]:
+        assert sample.status is Sample.Status.FAILED and sample.metadata["failed_endpoint"] == "worker"
+        assert "exited with code 1" in sample.metadata["error"], sample.metadata["error"]
+    pool = asyncio.run(pool_for(TauConfig.from_args(args)))
+    deadline = time.monotonic() + 60
+    while pool.broken is None and time.monotonic() < deadline:  # the third silent death stops the replacing
+        time.sleep(0.1)
+    assert pool.broken is not None and "3 workers in a row died before answering" in pool.broken
+    _play(args, samples[2:])
+    assert samples[2].status is Sample.Status.FAILED and "no episode worker left" in samples[2].metadata["error"]

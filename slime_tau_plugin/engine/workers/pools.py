@@ -5,7 +5,8 @@ flight, resolves the caller's future when the answer comes back, forwards the tr
 thread polls every waiting episode's abort check, so slime's loop pays nothing per episode) and replaces a worker
 that dies. The episodes that worker held, and only those, are played again on the replacement from what their
 request said (a fresh start, or the suspended state the trainer handed back); an episode whose worker dies a
-second time is FAILED naming both deaths (``EpisodeWorkerError``, failed endpoint ``worker``). Every sample
+second time is FAILED naming both deaths (``EpisodeWorkerError``, failed endpoint ``worker``); workers that keep
+dying before they answer anything are not replaced for ever (:data:`MAX_SILENT_DEATHS`). Every sample
 names where it ran (``tau_worker``) and the workers lost under it (``tau_worker_lost``).
 
 A transport (``local.py``, ``ray_actors.py``) implements :class:`WorkerSlot`; :func:`pool_for` keeps one pool per
@@ -38,6 +39,9 @@ ABORT_POLL_S = 0.05
 """How often the watcher asks waiting episodes' abort checks (an abort reaches a worker within this, plus a turn)."""
 MAX_LOST_WORKERS = 1
 """Worker deaths an episode is played again after; the next one FAILS it."""
+MAX_SILENT_DEATHS = 3
+"""Workers in a row that die before answering anything (one that cannot start: an import error, no memory): the
+pool stops replacing them and FAILS every episode with the last reason, so the failure guard stops the run."""
 
 
 @dataclass(eq=False)
@@ -78,6 +82,7 @@ class WorkerSlot(ABC):
         self.name = f"{pool.kind.value}-worker-{index}"
         self.pending: dict[str, Pending] = {}
         self.alive = True
+        self.answered = False
 
     @abstractmethod
     def submit(self, pending: Pending) -> None:
@@ -105,6 +110,9 @@ class WorkerPool(ABC):
         self._closed = False
         self.slots: list[WorkerSlot] = [self._start(i) for i in range(config.episode_workers)]
         self.replaced = 0
+        self.broken: str | None = None
+        """Why the pool stopped replacing workers (:data:`MAX_SILENT_DEATHS`); None while it works."""
+        self._silent_deaths = 0
 
     @abstractmethod
     def _start(self, index: int) -> WorkerSlot:
@@ -136,6 +144,7 @@ class WorkerPool(ABC):
         """A transport's answer for ``request_id`` (any thread)."""
         with self._lock:
             pending = slot.pending.pop(request_id, None)
+            slot.answered = True
         if pending is not None:
             pending.resolve(finished, error)
 
@@ -149,16 +158,22 @@ class WorkerPool(ABC):
             slot.pending.clear()
             if self._closed:
                 return
-            self.slots[slot.index] = self._start(slot.index)
-            self.replaced += 1
+            self._silent_deaths = 0 if slot.answered else self._silent_deaths + 1
+            if self._silent_deaths >= MAX_SILENT_DEATHS:
+                self.broken = f"{self._silent_deaths} workers in a row died before answering, the last: {why}"
+            else:
+                self.slots[slot.index] = self._start(slot.index)
+                self.replaced += 1
         logger.warning("%s died (%s): %d episodes in flight on it are played again", slot.name, why, len(orphans))
         for pending in orphans:
             pending.lost.append(f"{slot.name}: {why}")
             if len(pending.lost) > MAX_LOST_WORKERS:
-                error = EpisodeWorkerError(f"the episode's worker died twice: {'; '.join(pending.lost)}")
-                pending.resolve(finish(failed_result(self.config, error), None))
+                self._fail(pending, f"the episode's worker died twice: {'; '.join(pending.lost)}")
             else:
                 self._dispatch(pending)
+
+    def _fail(self, pending: Pending, reason: str) -> None:
+        pending.resolve(finish(failed_result(self.config, EpisodeWorkerError(reason)), None))
 
     def close(self) -> None:
         with self._lock:
@@ -169,15 +184,22 @@ class WorkerPool(ABC):
 
     def _dispatch(self, pending: Pending) -> None:
         with self._lock:
-            live = [s for s in self.slots if s.alive] or self.slots
-            slot = min(live, key=lambda s: len(s.pending))
-            slot.pending[pending.request.request_id] = pending
-            pending.slot = slot
-            if pending.should_abort is not None:
-                self._watched[pending.request.request_id] = pending
-                if self._watcher is None:
-                    self._watcher = threading.Thread(target=self._watch, name="tau-abort-watcher", daemon=True)
-                    self._watcher.start()
+            live = [s for s in self.slots if s.alive]
+            if not live:
+                reason = self.broken or "the pool is closed"
+            else:
+                reason = None
+                slot = min(live, key=lambda s: len(s.pending))
+                slot.pending[pending.request.request_id] = pending
+                pending.slot = slot
+                if pending.should_abort is not None:
+                    self._watched[pending.request.request_id] = pending
+                    if self._watcher is None:
+                        self._watcher = threading.Thread(target=self._watch, name="tau-abort-watcher", daemon=True)
+                        self._watcher.start()
+        if reason is not None:
+            self._fail(pending, f"no episode worker left: {reason}")
+            return
         slot.submit(pending)
         if pending.aborted:
             slot.abort(pending.request.request_id)
