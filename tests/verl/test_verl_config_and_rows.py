@@ -43,6 +43,7 @@ def test_trainer_tau_section_overrides_the_yaml_entry():
         ((), {"tau_domian": "retail"}, "did you mean tau_domain?"),
         (("+tau.usr=llm",), {}, "trainer config key tau.usr is not a slime_tau_plugin setting; did you mean tau.user?"),
         ((), {"tau_policy_url": "http://x:1"}, "does not apply under verl"),
+        ((), {"tau_episode_workers": 4}, "tau_episode_workers=4 does not apply under verl"),
         ((), {"tau_reward_shaping": 0.5}, "tau_reward_shaping=0.5 is read by slime's hooks only"),
         (("+tau.max_failed_share=0.3",), {}, "tau_max_failed_share=0.3 is read by slime's hooks only"),
         ((), {"tau_domain": "retial"}, "expected one of airline, retail, telecom"),

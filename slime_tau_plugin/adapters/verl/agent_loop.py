@@ -49,8 +49,9 @@ from slime_tau_plugin.engine.tool_calls import check_parser_names
 
 logger = logging.getLogger(__name__)
 
-NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header")
-"""TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids)."""
+NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header", "episode_workers")
+"""TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids, and its agent-loop
+workers: verl already spreads agent loops over Ray actors, ``rollout.agent.num_workers``)."""
 SLIME_ONLY = ("reward_shaping", "max_failed_share", "failure_window_groups")
 """TauConfig fields read by slime's hooks (training-reward shaping, the failure guard of ``group_filter``): verl's
 agent loop cannot tell training from validation rows nor stop a run, so under verl they would do nothing."""
