@@ -35,10 +35,11 @@ tau_head_back() {
 
 # Run CMD... (one attempt) until it ends without a crash, at most MAX_RESTARTS more times; returns its status.
 tau_supervise() {
-    local attempt=0 status child
+    local attempt=0 status child stop=
     export RUN_NAME RUN_DIR TAU_SUPERVISED=1 # every attempt writes to the same run folder
-    trap 'kill -INT "$child" 2>/dev/null' INT
-    trap 'kill -TERM "$child" 2>/dev/null' TERM
+    # a background child of a non-interactive shell ignores SIGINT: Ctrl-C reaches it as TERM (it cleans up the same)
+    trap 'stop=130; kill -TERM "$child" 2>/dev/null' INT
+    trap 'stop=143; kill -TERM "$child" 2>/dev/null' TERM
     while :; do
         TAU_ATTEMPT=$attempt "$@" &
         child=$!
@@ -47,6 +48,7 @@ tau_supervise() {
             wait "$child" && status=0 || status=$?
             kill -0 "$child" 2>/dev/null || break
         done
+        [[ -z $stop ]] || status=$stop
         [[ $status == "$TAU_EXIT_CRASH" ]] || break
         if ((attempt >= MAX_RESTARTS)); then
             tau_log "attempt $((attempt + 1)) crashed; MAX_RESTARTS=$MAX_RESTARTS restarts used: the run stops"

@@ -13,9 +13,11 @@ import importlib.util
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -895,6 +897,29 @@ def test_a_crashed_run_is_restarted_but_not_after_the_failure_guards_stop(tmp_pa
     assert (f"supervised: {status}" in result.stdout) if status else ("supervised" not in result.stdout)
     if codes.startswith("75"):
         assert "restart 1 of 2 in 0s, resuming from the newest checkpoint in LOAD=/ckpt" in result.stdout
+
+
+def test_ctrl_c_stops_the_supervised_attempt_and_no_restart_follows(tmp_path):
+    body = """\
+MAX_RESTARTS=2 RESTART_DELAY_S=0 NODE_RANK=0 LOAD=/ckpt RUN_NAME=test_run RUN_DIR=$TMP
+attempt() {
+    trap 'kill $! 2>/dev/null; echo stopped >>"$TMP/attempts"; exit 143' TERM
+    echo started >>"$TMP/attempts"
+    sleep 60 & wait
+}
+tau_supervise attempt || echo "supervised: $?"
+"""
+    script = f"set -euo pipefail\nsource {shlex.quote(str(ROOT / 'scripts/lib/tau_launch.sh'))}\n{body}"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TMP": str(tmp_path), "TAU_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    attempts = tmp_path / "attempts"
+    for _ in range(600):  # until the attempt runs, however slow the box
+        if attempts.exists():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "supervised: 130" in out and attempts.read_text().split() == ["started", "stopped"]
 
 
 def test_an_attempt_tells_the_failure_guards_stop_from_a_crash(tmp_path):
