@@ -17,7 +17,8 @@ unknown or refused, 1 otherwise, 2 when slime is not importable.
 
     PYTHONPATH=<slime checkout> python scripts/check_slime_flags.py FLAGS_FILE
 FLAGS_FILE holds one command line (``#`` comments and ``\\``-newlines allowed; leading words such as
-``python3 train.py`` are skipped). Needs the scratch venv of ``scripts/slime_loop_check.py``.
+``python3 train.py`` are skipped), or a launch script's whole ``DRY_RUN=1`` output (its train command is read).
+Needs the scratch venv of ``scripts/slime_loop_check.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
 
 
 def read_flags(path: str) -> list[str]:
-    words = shlex.split(Path(path).read_text().replace("\\\n", " "), comments=True)
+    text = Path(path).read_text()
+    if "train command:\n" in text:  # a launch script's whole dry-run output: its train command, up to the summary
+        text = text.split("train command:\n", 1)[1].split("\n[tau] ", 1)[0]
+    words = shlex.split(text.replace("\\\n", " "), comments=True)
     first = next((i for i, word in enumerate(words) if word.startswith("-")), len(words))
     return words[first:]
 

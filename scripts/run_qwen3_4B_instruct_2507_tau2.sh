@@ -2,14 +2,16 @@
 # GRPO for Qwen3-4B-Instruct-2507 on τ² (retail, airline, telecom) with slime; TAU_BENCHMARK=tau1: τ-bench v1.
 # A self-hosted LLM customer (SGLang on USER_SIM_GPUS) plays the user. DRY_RUN=1 checks and prints, nothing else.
 #   SLIME_DIR=/root/slime bash scripts/run_qwen3_4B_instruct_2507_tau2.sh [more train.py flags]
-# Every knob is a variable (scripts/lib/tau_launch.sh lists them); these presets fit one node of 8 x 80 GB.
+# Every knob is a variable, these presets included (scripts/lib/tau_settings.sh); they fit nodes of 8 x 80 GB:
+# one node as is, several with NODE_ADDRS=<head>,<node 1>,... and NODE_RANK=0..N-1 (the same command on each).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/tau_launch.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/tau_launch.sh"
 
-MODEL_NAME=Qwen3-4B-Instruct-2507
-MODEL_SCRIPT=qwen3-4B-Instruct-2507.sh
-CONFIG_STEM=qwen3_4B_instruct_2507
+# The model this preset fits: Qwen/Qwen3-4B-Instruct-2507 (no thinking; rope_theta 5,000,000, which slime's
+# qwen3-4B-Instruct-2507.sh sets). The original Qwen/Qwen3-4B (rope_theta 1,000,000) needs MODEL_SCRIPT=qwen3-4B.sh;
+# a real run refuses a model script whose --rotary-base, --num-layers or --hidden-size disagree with HF_CKPT.
+: "${MODEL_NAME:=Qwen3-4B-Instruct-2507}" "${MODEL_SCRIPT:=qwen3-4B-Instruct-2507.sh}" "${CONFIG_STEM:=qwen3_4B_instruct_2507}"
 : "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}" # training + colocated rollout engines | the customer (USER_SIM_GPUS= : none)
 : "${TP_SIZE:=2}" "${ROLLOUT_GPUS_PER_ENGINE:=1}" "${MAX_TOKENS_PER_GPU:=16384}"
 : "${MAX_TOKENS_PER_TURN:=1024}" "${ROLLOUT_MAX_CONTEXT_LEN:=16384}" # one turn | the whole episode

@@ -3,14 +3,14 @@
 # The config sets tau_reasoning_parser: qwen3 and tau_enable_thinking: true, so turns are longer than without thinking.
 # A self-hosted LLM customer (SGLang on USER_SIM_GPUS) plays the user. DRY_RUN=1 checks and prints, nothing else.
 #   SLIME_DIR=/root/slime bash scripts/run_qwen3_8B_thinking_tau2.sh [more train.py flags]
-# Every knob is a variable (scripts/lib/tau_launch.sh lists them); these presets fit one node of 8 x 80 GB.
+# Every knob is a variable, these presets included (scripts/lib/tau_settings.sh); they fit nodes of 8 x 80 GB:
+# one node as is, several with NODE_ADDRS=<head>,<node 1>,... and NODE_RANK=0..N-1 (the same command on each).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/tau_launch.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/tau_launch.sh"
 
-MODEL_NAME=Qwen3-8B
-MODEL_SCRIPT=qwen3-8B.sh
-CONFIG_STEM=qwen3_8B_thinking
+# The model this preset fits: Qwen/Qwen3-8B in thinking mode (rope_theta 1,000,000, slime's qwen3-8B.sh).
+: "${MODEL_NAME:=Qwen3-8B}" "${MODEL_SCRIPT:=qwen3-8B.sh}" "${CONFIG_STEM:=qwen3_8B_thinking}"
 : "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}" # training + colocated rollout engines | the customer (USER_SIM_GPUS= : none)
 : "${MAX_TOKENS_PER_TURN:=4096}" "${ROLLOUT_MAX_CONTEXT_LEN:=32768}" # one turn, thinking included | the whole episode
 # The episode bound must fit one training micro-batch: ROLLOUT_MAX_CONTEXT_LEN <= CP_SIZE * MAX_TOKENS_PER_GPU (the

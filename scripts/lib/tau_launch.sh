@@ -1,24 +1,26 @@
 # shellcheck shell=bash
 # Shared logic of the slime τ RL launch scripts (scripts/run_*_tau2.sh). Sourced, never run on its own.
 #
-# A run script sources this file, presets its model's defaults and calls `tau_main "$@"`:
+# A run script sources this file, presets its model's defaults (each overridable) and calls `tau_main "$@"`:
 #   MODEL_NAME    HF directory name; the default checkpoint paths derive from it (/root/<MODEL_NAME>...)
-#   MODEL_SCRIPT  slime's Megatron architecture file $SLIME_DIR/scripts/models/<MODEL_SCRIPT> (defines MODEL_ARGS)
+#   MODEL_SCRIPT  slime's Megatron architecture file $SLIME_DIR/scripts/models/<MODEL_SCRIPT> (defines MODEL_ARGS;
+#                 checked against HF_CKPT/config.json when both are there)
 #   CONFIG_STEM   our τ settings are configs/<CONFIG_STEM>_<TAU_BENCHMARK>.yaml (TAU_CONFIG overrides)
-# Every other knob below is a variable with a default; the environment wins, then the run script's preset.
-# Arguments given to the run script are appended to slime's train.py command (argparse: the last one wins).
+# Every other knob is a variable with a default (tau_settings.sh); the environment wins, then the run script's preset.
+# Arguments given to the run script are appended to slime's train.py command (argparse: the last one wins); flags
+# the plugin cannot serve, or that a setting owns, are refused (tau_check_extra_args).
 #
-# tau_main, in order: defaults -> checks (paths, GPU split, batch and token-budget arithmetic, our function
-# paths) -> τ config (placeholders filled, loaded into TauConfig; a hosted user endpoint is pre-flighted: its key
-# variable set, GET /models answering) -> a real run stops here if a path is missing -> task data (slime-tau
-# prepare, when missing) -> the eval YAML, derived from EVAL_SETS and N_SAMPLES_PER_EVAL_PROMPT on every run ->
-# resume state (checkpoint in LOAD, wandb run id) -> the commands -> with DRY_RUN=1: print them and exit 0 (no
-# GPU, no slime, no Ray needed) -> otherwise: refuse (or, CLEAN_STALE=1, stop) what a crashed earlier run left
-# behind, start the user-simulator SGLang server on USER_SIM_GPUS, wait for its /health, start a Ray head on
-# TRAIN_GPUS (NUM_NODES > 1: wait for the other nodes to join), submit slime's train.py and watch: if a process
-# the script started dies, the run stops with the last lines of its log; old checkpoints (KEEP_CHECKPOINTS) and
-# debug rollout dumps (DEBUG_ROLLOUT_EVERY) are pruned as the run goes.
-# On exit it stops only what it started: its Ray job, its Ray head, the server's process group. The PIDs it
+# tau_main, in order: defaults -> (a real run: supervised, tau_supervise.sh: each attempt is this script again,
+# restarted after a crash) -> checks (paths, nodes, GPU split, batch and token-budget arithmetic, our function
+# paths) -> τ config (placeholders filled, loaded into TauConfig; a hosted user endpoint is pre-flighted) -> a real
+# run stops here if anything is missing -> on the head (NODE_RANK=0): task data (slime-tau prepare, when missing),
+# the eval YAML, the context budget and eval cost (tau_plan.py), resume state -> the commands -> with DRY_RUN=1:
+# print the plan and the commands, exit 0 (3 when pieces are missing) -> otherwise: refuse (or, CLEAN_STALE=1, stop)
+# what a crashed earlier run left behind, start this node's user simulator, wait for its /health; the head starts
+# Ray's head, waits for the other nodes and their user simulators, submits slime's train.py and watches it (a
+# started process that dies stops the run with its log tail; old checkpoints and debug dumps are pruned); another
+# node joins the head's Ray cluster until it stops (tau_nodes.sh).
+# On exit it stops only what it started: its Ray job, its Ray node, the server's process group. The PIDs it
 # starts are recorded in $TAU_STATE_DIR/pids so that the next run can name (or clean) what a crash left.
 
 TAU_LIB_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +30,10 @@ TAU_MISSING=()
 source "$TAU_LIB_DIR/tau_procs.sh"
 # shellcheck source=tau_settings.sh
 source "$TAU_LIB_DIR/tau_settings.sh"
+# shellcheck source=tau_nodes.sh
+source "$TAU_LIB_DIR/tau_nodes.sh"
+# shellcheck source=tau_supervise.sh
+source "$TAU_LIB_DIR/tau_supervise.sh"
 
 tau_log() { printf '[tau] %s\n' "$*"; }
 tau_die() {
@@ -108,7 +114,10 @@ tau_render_config() {
     # nothing is written while anything is missing: the real run stops right after this check
     [[ $DRY_RUN == 1 || ${#TAU_MISSING[@]} -gt 0 ]] || out=(--out "$TAU_CONFIG_RUN")
     [[ $MISMATCH_METRICS != 1 ]] || out+=(--merge "$TAU_REPO_DIR/configs/slime/mismatch_metrics.yaml")
-    local verdict
+    tau_check_user_sim_nodes
+    local verdict before=${#TAU_MISSING[@]}
+    local fn
+    for fn in "${TAU_FUNCTIONS[@]}"; do out+=(--function "$fn"); done
     verdict=$(tau_py "$TAU_LIB_DIR/tau_config.py" render "$TAU_CONFIG" "${out[@]}" --preflight \
         --set "USER_SIM_BASE_URL=$USER_SIM_BASE_URL" --set "USER_SIM_MODEL_NAME=$USER_SIM_MODEL_NAME") || exit 1
     local line
@@ -119,6 +128,8 @@ tau_render_config() {
         esac
     done <<<"$verdict"
     verdict=${verdict##*$'\n'}
+    local valid="is valid"
+    ((${#TAU_MISSING[@]} == before)) || valid="loads into TauConfig, but its run needs what is listed as missing below"
     START_USER_SIM=0
     case $verdict in
         user_sim=local)
@@ -130,10 +141,10 @@ tau_render_config() {
                     tau_die "GPU $gpu is in both TRAIN_GPUS=$TRAIN_GPUS and USER_SIM_GPUS=$USER_SIM_GPUS; give each its own GPUs"
             done
             [[ $USER_SIM_MODEL != /* ]] || tau_need_path USER_SIM_MODEL "$USER_SIM_MODEL"
-            tau_log "config: $TAU_CONFIG is valid; its LLM user is the server this script starts ($USER_SIM_BASE_URL)"
+            tau_log "config: $TAU_CONFIG $valid; its LLM user is the server(s) this script starts ($USER_SIM_BASE_URL)"
             ;;
-        user_sim=hosted) tau_log "config: $TAU_CONFIG is valid; its LLM user is a hosted endpoint, which answered GET /models (pre-flight)" ;;
-        *) tau_log "config: $TAU_CONFIG is valid; it needs no LLM user server" ;;
+        user_sim=hosted) tau_log "config: $TAU_CONFIG $valid; its LLM user is a hosted endpoint, which answered GET /models (pre-flight)" ;;
+        *) tau_log "config: $TAU_CONFIG $valid; it needs no LLM user server" ;;
     esac
     if [[ $START_USER_SIM != 1 && -n $USER_SIM_GPUS ]]; then
         tau_log "no user-simulator server is started: USER_SIM_GPUS=$USER_SIM_GPUS stay idle (USER_SIM_GPUS= with those GPUs in TRAIN_GPUS trains on them)"
@@ -172,6 +183,8 @@ tau_build_commands() {
     if [[ -n $SLIME_DIR && -f $SLIME_DIR/scripts/models/$MODEL_SCRIPT ]]; then
         # shellcheck disable=SC1090
         source "$SLIME_DIR/scripts/models/$MODEL_SCRIPT" # sets MODEL_ARGS, slime's own architecture flags
+        [[ ! -f $HF_CKPT/config.json ]] || tau_py "$TAU_LIB_DIR/tau_plan.py" model-check --hf-config "$HF_CKPT/config.json" \
+            --model-script "$MODEL_SCRIPT" -- "${MODEL_ARGS[@]}" || exit 1
     else
         MODEL_ARGS=("{MODEL_ARGS:scripts/models/$MODEL_SCRIPT}")
     fi
@@ -255,129 +268,58 @@ tau_build_commands() {
     RAY_START_CMD=(ray start --head --node-ip-address "$MASTER_ADDR" --port "$RAY_PORT" --num-gpus "$NUM_TRAIN_GPUS"
         --disable-usage-stats --dashboard-host "$RAY_DASHBOARD_HOST" --dashboard-port "$RAY_DASHBOARD_PORT")
     RAY_JOIN_CMD=(ray start --address "$MASTER_ADDR:$RAY_PORT" --num-gpus "$NUM_TRAIN_GPUS" --disable-usage-stats)
-    SUBMIT_CMD=(ray job submit --address "$RAY_JOB_ADDRESS" --submission-id "$RUN_NAME"
+    TAU_SUBMISSION_ID=$RUN_NAME
+    ((${TAU_ATTEMPT:-0} == 0)) || TAU_SUBMISSION_ID+="_restart$TAU_ATTEMPT" # Ray refuses a used submission id
+    SUBMIT_CMD=(ray job submit --address "$RAY_JOB_ADDRESS" --submission-id "$TAU_SUBMISSION_ID"
         --runtime-env-json "$RUNTIME_ENV_JSON" --)
-}
-
-# One shell word, quoted only when it must be (the printed commands can be pasted into a shell).
-tau_q() {
-    if [[ $1 =~ ^[A-Za-z0-9_./:,=@%+-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
-}
-
-tau_print_words() {
-    local word
-    for word in "$@"; do printf ' %s' "$(tau_q "$word")"; done
-}
-
-tau_print_commands() {
-    if [[ ${START_USER_SIM:-0} == 1 ]]; then
-        printf 'user simulator (GPUs %s, log %s):\n  CUDA_VISIBLE_DEVICES=%s' "$USER_SIM_GPUS" "$RUN_DIR/user_sim.log" "$USER_SIM_GPUS"
-        tau_print_words "${USER_SIM_CMD[@]}"
-        printf '\n  then poll http://%s:%s/health for up to %ss; rollouts reach it at %s\n' "$USER_SIM_HOST" \
-            "$USER_SIM_PORT" "$USER_SIM_TIMEOUT_S" "$USER_SIM_BASE_URL"
-    fi
-    printf 'ray (GPUs %s):\n' "$TRAIN_GPUS"
-    if [[ -n $RAY_ADDRESS ]]; then
-        printf '  existing cluster %s (not started, not stopped)\n' "$RAY_ADDRESS"
-    else
-        printf '  CUDA_VISIBLE_DEVICES=%s' "$TRAIN_GPUS"
-        tau_print_words "${RAY_START_CMD[@]}"
-        printf '\n'
-        if ((NUM_NODES > 1)); then
-            printf '  on each of the other %s nodes: CUDA_VISIBLE_DEVICES=%s' "$((NUM_NODES - 1))" "$TRAIN_GPUS"
-            tau_print_words "${RAY_JOIN_CMD[@]}"
-            printf '\n  then wait up to %ss for %s GPUs in the cluster\n' "$RAY_WORKERS_TIMEOUT_S" "$((NUM_NODES * NUM_TRAIN_GPUS))"
-        fi
-    fi
-    printf ' '
-    tau_print_words "${SUBMIT_CMD[@]}"
-    printf ' <train command>\ntrain command:\n%s' "$(tau_q "${TRAIN_CMD[0]}")"
-    local word
-    for word in "${TRAIN_CMD[@]:1}"; do
-        if [[ $word == -* || $word == \{* ]]; then printf ' \\\n   %s' "$(tau_q "$word")"; else printf ' %s' "$(tau_q "$word")"; fi
-    done
-    printf '\n'
-}
-
-tau_http_ok() {
-    if command -v curl >/dev/null 2>&1; then
-        curl -sf -o /dev/null --max-time 5 "$1"
-    else
-        "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' "$1" 2>/dev/null
-    fi
-}
-
-tau_start_user_sim() {
-    local health="http://$USER_SIM_HOST:$USER_SIM_PORT/health" log="$RUN_DIR/user_sim.log"
-    ! tau_http_ok "$health" ||
-        tau_die "something already answers on $health; set USER_SIM_PORT to a free port (this script talks only to a server it started)"
-    tau_log "starting the user simulator on GPUs $USER_SIM_GPUS (log $log)"
-    CUDA_VISIBLE_DEVICES=$USER_SIM_GPUS tau_start_process "the user-simulator server" user_sim "$log" "${USER_SIM_CMD[@]}"
-    USER_SIM_PID=$TAU_STARTED_PID
-    local start=$SECONDS
-    while ((SECONDS - start < USER_SIM_TIMEOUT_S)); do
-        tau_check_procs "before it was healthy"
-        if tau_http_ok "$health"; then
-            tau_log "user simulator healthy at $health after $((SECONDS - start))s"
-            return 0
-        fi
-        sleep 2
-    done
-    tau_die "the user-simulator server was not healthy at $health after ${USER_SIM_TIMEOUT_S}s (USER_SIM_TIMEOUT_S); see $log"
-}
-
-tau_cluster_gpus() {
-    "$PYTHON" -c 'import ray; ray.init(address="auto", logging_level="ERROR"); print(int(ray.cluster_resources().get("GPU", 0)))' 2>/dev/null || echo 0
-}
-
-tau_start_ray() {
-    if [[ -n $RAY_ADDRESS ]]; then
-        tau_log "submitting to the Ray cluster at $RAY_ADDRESS (this script neither starts nor stops it)"
-        return 0
-    fi
-    ! ray status >/dev/null 2>&1 ||
-        tau_die "a Ray cluster already runs on this node (not one this script recorded); set RAY_ADDRESS=http://<head>:<dashboard port> to submit to it, or stop it with: ray stop"
-    export MASTER_ADDR # as slime's scripts do, for the processes Ray starts
-    tau_record_pid ray_head "$$"
-    (cd "$SLIME_DIR" && CUDA_VISIBLE_DEVICES=$TRAIN_GPUS "${RAY_START_CMD[@]}") # from slime's dir, as slime's scripts
-    TAU_RAY_STARTED=1
-    ((NUM_NODES > 1)) || return 0
-    local want=$((NUM_NODES * NUM_TRAIN_GPUS)) start=$SECONDS have
-    tau_log "waiting up to ${RAY_WORKERS_TIMEOUT_S}s for $((NUM_NODES - 1)) more nodes ($want GPUs); on each run: CUDA_VISIBLE_DEVICES=$TRAIN_GPUS${RAY_JOIN_CMD[*]/#/ }"
-    while have=$(tau_cluster_gpus) && ((have < want)); do
-        ((SECONDS - start < RAY_WORKERS_TIMEOUT_S)) ||
-            tau_die "the Ray cluster has $have of $want GPUs after ${RAY_WORKERS_TIMEOUT_S}s (RAY_WORKERS_TIMEOUT_S); start the other nodes with: ${RAY_JOIN_CMD[*]}"
-        sleep 10
-    done
-    tau_log "Ray cluster: $have GPUs on $NUM_NODES nodes"
 }
 
 tau_main() {
     TAU_EXTRA_ARGS=("$@")
+    TAU_SCRIPT=${TAU_SCRIPT:-$0}
     TAU_PROC_NAMES=() TAU_PROC_PIDS=() TAU_PROC_LOGS=()
     tau_defaults
+    if [[ $DRY_RUN != 1 && ${TAU_SUPERVISED:-0} != 1 && $MAX_RESTARTS != 0 ]]; then
+        tau_supervise bash "$TAU_SCRIPT" "$@" # every attempt is this script again, in a child process
+        exit $?
+    fi
     TAU_FUNCTIONS=(slime_tau_plugin.generate.generate slime_tau_plugin.adapters.slime.metrics.log_rollout slime_tau_plugin.adapters.slime.metrics.log_eval
         "$REWARD_POST_PROCESS" "$ALL_SAMPLES_PROCESS")
     [[ $DYNAMIC_FILTER == slime.* ]] || TAU_FUNCTIONS+=("$DYNAMIC_FILTER") # slime's own filters import only with slime
     [[ $DRY_RUN != 1 ]] || tau_log "dry run: checks and commands only; nothing is started or written"
     tau_checks
+    tau_check_extra_args
     tau_render_config
     if ((${#TAU_MISSING[@]})); then
         local item
         [[ $DRY_RUN == 1 ]] || tau_die "missing before a real run: $(printf '%s; ' "${TAU_MISSING[@]}")"
         for item in "${TAU_MISSING[@]}"; do tau_log "missing (a real run stops here): $item"; done
     fi
-    tau_prepare_data
-    [[ $DRY_RUN == 1 ]] || tau_eval_config_check # again, after prepare wrote the rows
-    [[ -z $TAU_EVAL_MISSING || $DRY_RUN == 1 ]] || tau_die "eval rows missing after prepare: $TAU_EVAL_MISSING"
-    tau_write_eval_config
-    tau_resume_state
+    if ((NODE_RANK == 0)); then
+        tau_prepare_data
+        [[ $DRY_RUN == 1 ]] || tau_eval_config_check # again, after prepare wrote the rows
+        [[ -z $TAU_EVAL_MISSING || $DRY_RUN == 1 ]] || tau_die "eval rows missing after prepare: $TAU_EVAL_MISSING"
+        tau_write_eval_config
+        tau_budget
+        tau_resume_state
+    else
+        EVAL_CONFIG_RUN="$RUN_DIR/eval_config.yaml" # the head's; a worker node builds the commands only to print them
+    fi
     tau_build_commands
     if [[ $DRY_RUN == 1 ]]; then
         tau_print_commands
+        ((${#TAU_MISSING[@]} == 0)) || {
+            tau_log "dry run: ${#TAU_MISSING[@]} missing piece(s) listed above; a real run stops before it starts anything (exit 3)"
+            exit 3
+        }
+        tau_log "dry run: nothing missing; the commands above are what a real run starts"
         return 0
     fi
     command -v ray >/dev/null 2>&1 || tau_die "ray is not on PATH; run inside slime's image (slimerl/slime) or install slime's requirements"
+    ((NODE_RANK == 0)) || {
+        tau_worker_main
+        return
+    }
     tau_check_stale
     mkdir -p "$RUN_DIR"
     trap tau_cleanup EXIT
@@ -385,11 +327,28 @@ tau_main() {
     trap 'exit 143' TERM
     tau_record_pid launcher "$$"
     tau_print_commands >"$RUN_DIR/commands.txt"
-    [[ $START_USER_SIM != 1 ]] || tau_start_user_sim
+    ! tau_serves_user_sim 0 || tau_start_user_sim
     tau_start_ray
     tau_maintain
-    tau_log "submitting $RUN_NAME (commands in $RUN_DIR/commands.txt)"
+    tau_log "submitting $TAU_SUBMISSION_ID (commands in $RUN_DIR/commands.txt, output in $RUN_DIR/train.log)"
     TAU_JOB_SUBMITTED=1
-    tau_start_main bash -c 'cd "$1" && shift && exec "$@"' _ "$SLIME_DIR" "${SUBMIT_CMD[@]}" "${TRAIN_CMD[@]}"
+    # the job's output goes to the terminal and to train.log, where the supervisor tells the failure guard's stop apart
+    tau_start_main bash -c 'cd "$1" && log=$2 && shift 2 && { "$@" 2>&1 | tee -a "$log"; exit "${PIPESTATUS[0]}"; }' _ \
+        "$SLIME_DIR" "$RUN_DIR/train.log" "${SUBMIT_CMD[@]}" "${TRAIN_CMD[@]}"
     tau_watch "$TAU_SUBMIT_PID"
+}
+
+# The context budget and the eval cadence's cost, in numbers (scripts/lib/tau_plan.py); warnings do not stop a run.
+tau_budget() {
+    local out line
+    out=$(tau_py "$TAU_LIB_DIR/tau_plan.py" budget --config "$TAU_CONFIG" --train-sets "$TRAIN_SETS" \
+        --eval-sets "$EVAL_SETS" --context "$ROLLOUT_MAX_CONTEXT_LEN" --per-turn "$MAX_TOKENS_PER_TURN" \
+        --eval-samples "$N_SAMPLES_PER_EVAL_PROMPT" --eval-interval "$EVAL_INTERVAL" --num-rollout "$NUM_ROLLOUT" \
+        --rollout-batch "$ROLLOUT_BATCH_SIZE" --samples-per-prompt "$N_SAMPLES_PER_PROMPT") || exit 1
+    while IFS= read -r line; do
+        case $line in
+            log=*) tau_log "${line#log=}" ;;
+            warn=*) tau_log "WARNING: ${line#warn=}" ;;
+        esac
+    done <<<"$out"
 }

@@ -30,7 +30,7 @@ tau_start_process() {
     local -a launcher=()
     if command -v setsid >/dev/null 2>&1; then launcher=(setsid); fi # own process group: one kill stops its workers
     mkdir -p -- "$(dirname -- "$log")"
-    "${launcher[@]}" "$@" >"$log" 2>&1 &
+    "${launcher[@]}" "$@" >>"$log" 2>&1 & # appended: a restarted run keeps the earlier attempts' lines
     TAU_STARTED_PID=$!
     TAU_PROC_NAMES+=("$name")
     TAU_PROC_PIDS+=("$TAU_STARTED_PID")
@@ -175,7 +175,7 @@ tau_cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     if [[ ${TAU_JOB_SUBMITTED:-0} == 1 ]]; then
-        ray job stop --address "$RAY_JOB_ADDRESS" "$RUN_NAME" >/dev/null 2>&1 || true
+        ray job stop --address "$RAY_JOB_ADDRESS" "$TAU_SUBMISSION_ID" >/dev/null 2>&1 || true
     fi
     if [[ -n ${TAU_SUBMIT_PID:-} ]] && tau_alive "$TAU_SUBMIT_PID"; then tau_stop_group "$TAU_SUBMIT_PID"; fi
     if [[ ${TAU_RAY_STARTED:-0} == 1 ]]; then
@@ -188,5 +188,5 @@ tau_cleanup() {
         tau_stop_group "$pid"
     done
     rm -f -- "$TAU_STATE_DIR/pids"
-    exit "$rc"
+    exit "$(tau_exit_status "$rc")"
 }

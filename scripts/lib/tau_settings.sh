@@ -37,7 +37,14 @@ tau_defaults() {
     esac
     TRAIN_ENTRY=train.py
     [[ $ROLLOUT_MODE != fully_async ]] || TRAIN_ENTRY=train_async.py
-    : "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}" "${NUM_NODES:=1}"
+    # Nodes: the same script runs on every node (torchrun style). NODE_ADDRS lists every node's address, head first
+    # (it sets NUM_NODES and MASTER_ADDR); NODE_RANK=0 on the head (prepares, starts Ray's head, submits), 1..N-1
+    # on the others (start their user simulator, join Ray with `ray start --address`, wait until the head stops).
+    : "${NODE_ADDRS:=}" "${NODE_RANK:=0}"
+    local -a addrs=()
+    [[ -z $NODE_ADDRS ]] || IFS=',' read -r -a addrs <<<"$NODE_ADDRS"
+    : "${NUM_NODES:=$((${#addrs[@]} > 0 ? ${#addrs[@]} : 1))}" "${MASTER_ADDR:=${addrs[0]:-127.0.0.1}}"
+    : "${TRAIN_GPUS:=0,1,2,3,4,5}" "${USER_SIM_GPUS=6,7}"
     : "${TP_SIZE:=2}" "${CP_SIZE:=1}" "${MAX_TOKENS_PER_GPU:=16384}"
     : "${ROLLOUT_GPUS_PER_ENGINE:=1}" "${SGLANG_MEM_FRACTION:=0.7}" "${ROUTER_POLICY:=}"
     NUM_TRAIN_GPUS=$(tau_count "$TRAIN_GPUS")
@@ -75,9 +82,11 @@ tau_defaults() {
     : "${RAY_ADDRESS:=}" "${MASTER_ADDR:=127.0.0.1}" "${RAY_PORT:=6379}" "${RAY_WORKERS_TIMEOUT_S:=1800}"
     : "${RAY_DASHBOARD_HOST:=0.0.0.0}" "${RAY_DASHBOARD_PORT:=8265}"
     : "${WANDB_PROJECT:=slime-tau}" "${WANDB_GROUP:=${CONFIG_STEM}_${TAU_BENCHMARK}}" "${WANDB_RUN_ID:=}"
-    # the user simulator: an SGLang OpenAI-compatible server this script starts on USER_SIM_GPUS (head node).
-    # USER_SIM_HOST is the address clients use; one node: 127.0.0.1; NUM_NODES > 1: MASTER_ADDR (rollouts may run
-    # on any node), with the server bound to USER_SIM_BIND_HOST (0.0.0.0)
+    # the user simulator: an SGLang OpenAI-compatible server this script starts on USER_SIM_GPUS. USER_SIM_NODES=all:
+    # one per node (each node's USER_SIM_GPUS; rollouts get every server's URL, comma-separated, and balance them
+    # by requests in flight); head: the head node's only. One node: at 127.0.0.1; several: at each node's address
+    # (NODE_ADDRS; MASTER_ADDR for the head), bound to USER_SIM_BIND_HOST (0.0.0.0)
+    : "${USER_SIM_NODES:=all}"
     local sim_host=127.0.0.1 sim_bind=
     if ((NUM_NODES > 1)); then sim_host=$MASTER_ADDR sim_bind=0.0.0.0; fi
     : "${USER_SIM_MODEL:=$CKPT_ROOT/Qwen3-30B-A3B-Instruct-2507}" "${USER_SIM_HOST:=$sim_host}"
@@ -85,7 +94,18 @@ tau_defaults() {
     : "${USER_SIM_PORT:=30010}" "${USER_SIM_MEM_FRACTION:=0.85}" "${USER_SIM_TOOL_CALL_PARSER:=qwen25}"
     : "${USER_SIM_EXTRA_ARGS:=}" "${USER_SIM_TIMEOUT_S:=1200}"
     : "${USER_SIM_MODEL_NAME:=$(basename -- "$USER_SIM_MODEL")}"
-    USER_SIM_BASE_URL="http://$USER_SIM_HOST:$USER_SIM_PORT/v1"
+    # the user-simulator URL of each node that runs one (index = node rank; empty: none there)
+    USER_SIM_URLS=("http://$USER_SIM_HOST:$USER_SIM_PORT/v1")
+    local rank
+    for ((rank = 1; rank < NUM_NODES; rank++)); do
+        USER_SIM_URLS+=("")
+        [[ $USER_SIM_NODES != all ]] || USER_SIM_URLS[rank]="http://${addrs[rank]:-<node $rank>}:$USER_SIM_PORT/v1"
+    done
+    USER_SIM_BASE_URL= # what rollouts are given: every server's URL, comma-separated
+    local url
+    for url in "${USER_SIM_URLS[@]}"; do [[ -z $url ]] || USER_SIM_BASE_URL+="${USER_SIM_BASE_URL:+,}$url"; done
+    # restarts after a crash (not after the failure guard's stop, a refusal or Ctrl-C); each resumes from LOAD
+    : "${MAX_RESTARTS:=3}" "${RESTART_DELAY_S:=60}"
     # the watchdog: how often it checks the processes this script started (and prunes), in seconds
     : "${TAU_WATCH_INTERVAL_S:=5}"
 }
@@ -116,10 +136,8 @@ tau_checks() {
     tau_need_path HF_CKPT "$HF_CKPT"
     tau_need_path REF_LOAD "$REF_LOAD"
     [[ -f $TAU_CONFIG ]] || tau_die "TAU_CONFIG=$TAU_CONFIG does not exist; expected one of $TAU_REPO_DIR/configs/*.yaml"
-    local problems line
-    problems=$(tau_py "$TAU_LIB_DIR/tau_config.py" functions "${TAU_FUNCTIONS[@]}") ||
-        while IFS= read -r line; do TAU_MISSING+=("function $line"); done <<<"$problems"
-    # listed with the rest, so a real run stops before it writes data/ or the run's config copy
+    # ray is listed with the rest (our function paths too: tau_render_config, in the same Python process as the
+    # config), so a real run stops before it writes data/ or the run's config copy
     command -v ray >/dev/null 2>&1 ||
         TAU_MISSING+=("ray (not on PATH; run inside slime's image slimerl/slime or install slime's requirements)")
     tau_check_layout
@@ -127,19 +145,13 @@ tau_checks() {
 
 # The GPU split and batch arithmetic Megatron and slime assert on, checked before any GPU is touched.
 tau_check_layout() {
-    [[ $NUM_NODES =~ ^[1-9][0-9]*$ ]] || tau_die "NUM_NODES=$NUM_NODES; expected a whole number >= 1"
+    tau_check_nodes
     [[ $DEBUG_ROLLOUT_EVERY =~ ^[0-9]+$ && $KEEP_CHECKPOINTS =~ ^[0-9]+$ ]] ||
         tau_die "DEBUG_ROLLOUT_EVERY=$DEBUG_ROLLOUT_EVERY and KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS must be whole numbers (0: off / keep all)"
     [[ $MASK_OFFPOLICY == 0 || $MASK_OFFPOLICY == 1 ]] || tau_die "MASK_OFFPOLICY=$MASK_OFFPOLICY; expected 1 or 0"
     [[ $KL_LOSS_COEF =~ ^[0-9]*\.?[0-9]+$ ]] || tau_die "KL_LOSS_COEF=$KL_LOSS_COEF; expected a number >= 0 (0: no KL loss, no reference model)"
     [[ $ROLLOUT_MODE != fully_async || $COLOCATE != 1 ]] ||
         tau_die "ROLLOUT_MODE=fully_async runs slime's train_async.py, which refuses --colocate: set COLOCATE=0 (rollout engines on GPUs of their own) or use ROLLOUT_MODE=partial"
-    if ((NUM_NODES > 1)); then
-        [[ $COLOCATE == 1 ]] ||
-            tau_die "COLOCATE=0 with NUM_NODES=$NUM_NODES is not supported by these scripts; use COLOCATE=1 on several nodes (or one node with COLOCATE=0)"
-        [[ -n $RAY_ADDRESS || ($MASTER_ADDR != 127.0.0.1 && $MASTER_ADDR != localhost) ]] ||
-            tau_die "NUM_NODES=$NUM_NODES needs MASTER_ADDR set to this head node's address that the other nodes reach (now $MASTER_ADDR)"
-    fi
     local model_parallel=$((TP_SIZE * CP_SIZE))
     if [[ $COLOCATE != 1 ]] && ((ACTOR_GPUS < 1 || ROLLOUT_GPUS < 1)); then
         tau_die "COLOCATE=0 splits TRAIN_GPUS=$TRAIN_GPUS into ACTOR_GPUS=$ACTOR_GPUS for training (a multiple of TP_SIZE*CP_SIZE=$model_parallel) and $ROLLOUT_GPUS for rollout engines; both must be >= 1: add GPUs to TRAIN_GPUS, set ACTOR_GPUS, or lower TP_SIZE"
@@ -163,4 +175,28 @@ tau_check_layout() {
     # memory peak the budget was meant to bound.
     ((ROLLOUT_MAX_CONTEXT_LEN <= CP_SIZE * MAX_TOKENS_PER_GPU)) ||
         tau_die "the episode bound ROLLOUT_MAX_CONTEXT_LEN=$ROLLOUT_MAX_CONTEXT_LEN exceeds CP_SIZE*MAX_TOKENS_PER_GPU=$CP_SIZE*$MAX_TOKENS_PER_GPU=$((CP_SIZE * MAX_TOKENS_PER_GPU)): slime would train such an episode alone in one micro-batch of up to $(((ROLLOUT_MAX_CONTEXT_LEN + CP_SIZE - 1) / CP_SIZE)) tokens per GPU, past the memory budget; raise MAX_TOKENS_PER_GPU or CP_SIZE, or lower ROLLOUT_MAX_CONTEXT_LEN"
+}
+
+# Flags given to the run script (appended to train.py's command) that this plugin cannot serve, or that the
+# script's own settings own: refused before anything starts, naming the setting to use instead.
+tau_check_extra_args() {
+    local i word next
+    for ((i = 0; i < ${#TAU_EXTRA_ARGS[@]}; i++)); do
+        word=${TAU_EXTRA_ARGS[i]} next=${TAU_EXTRA_ARGS[i + 1]:-}
+        case $word in
+            --apply-chat-template)
+                tau_die "$word: the prompt is a task index and slime_tau_plugin builds the chat itself; drop the flag" ;;
+            --input-key | --metadata-key | --custom-generate-function-path)
+                local want=index
+                [[ $word != --metadata-key ]] || want=metadata
+                [[ $word != --custom-generate-function-path ]] || want=slime_tau_plugin.generate.generate
+                [[ $next == "$want" ]] || tau_die "$word $next: τ rows need $word $want (slime-tau prepare writes them so)" ;;
+            --use-kl-loss | --kl-loss-coef | --kl-loss-type)
+                tau_die "$word: set KL_LOSS_COEF instead (0: no KL loss and no reference model; > 0: low_var_kl against REF_LOAD)" ;;
+            --partial-rollout | --rollout-function-path | --colocate)
+                tau_die "$word: set ROLLOUT_MODE (default, partial, fully_async) and COLOCATE instead; the script adds the flags each mode needs" ;;
+            --actor-num-nodes | --actor-num-gpus-per-node | --rollout-num-gpus | --num-gpus-per-node)
+                tau_die "$word: set NUM_NODES (or NODE_ADDRS), TRAIN_GPUS and ACTOR_GPUS instead; the plan derives slime's GPU flags from them" ;;
+        esac
+    done
 }

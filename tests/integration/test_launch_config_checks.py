@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.integration.test_cli_rollout import error_lines, slime_tau
+from tests.integration.test_launch_scripts import shared_check_cache  # noqa: F401 - the session's check cache
 
 ROOT = Path(__file__).resolve().parents[2]
 RENDER = [sys.executable, str(ROOT / "scripts" / "lib" / "tau_config.py"), "render"]
