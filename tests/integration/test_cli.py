@@ -129,6 +129,17 @@ def test_rollout_with_the_built_in_llm_user(tau2_backend, qwen25_dir, tmp_path, 
     assert f"τ package: {version['tau_package']}" in capsys.readouterr().out
 
 
+def test_a_run_in_which_no_sample_was_scored_exits_1_and_reports_no_reward(qwen25_dir, tmp_path, capsys):
+    out = tmp_path / "budget"
+    argv = ["rollout", "--user", "llm", "--tokenizer", qwen25_dir, "--tasks", "0-1", "--out", str(out)]
+    assert main([*argv, "--user-token-budget-total", "100"]) == 1  # every episode ends user_token_budget
+    said = capsys.readouterr()
+    assert "error: no sample was scored (2 user_token_budget)" in said.err
+    assert "mean reward n/a (no sample scored)" in said.out and "--user-token-budget-total=100" in said.out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scored"] == 0 and summary["domains"]["tau2/retail"]["scored"] == 0
+
+
 def test_rollout_rejects_an_llm_user_flag_set_that_cannot_work(capsys):
     assert main(["rollout", "--user", "llm", "--user-base-url", "http://127.0.0.1:9/v1", "--tasks", "0"]) == 2
     assert "--user-model" in capsys.readouterr().err, "the CLI names its own flags, not the YAML keys"
@@ -234,3 +245,22 @@ def test_a_model_name_the_server_does_not_list_is_refused_in_one_line(served_ora
     argv = ["rollout", "--sglang-url", served_oracle, "--tokenizer", qwen25_dir, "--tasks", "0"]
     assert main([*argv, "--policy-api", "openai-completions", "--policy-model", "nope"]) == 2
     assert "--policy-model nope: --sglang-url" in (err := capsys.readouterr().err) and "OracleModel" in err, err
+
+
+def test_a_user_replica_that_cannot_be_reached_at_start_is_warned_about_when_another_answers(
+    qwen25_dir, tmp_path, capsys
+):
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    live = ChatUserServer().start()
+    try:
+        argv = ["rollout", "--user", "llm", "--user-model", "scripted-user", "--tokenizer", qwen25_dir, "--tasks", "0"]
+        assert main([*argv, "--user-base-url", f"{live.base_url},{dead}", "--out", str(tmp_path / "a")]) == 0
+        assert f"warning: --user-base-url {dead}: cannot reach it" in capsys.readouterr().err
+        assert main([*argv, "--user-base-url", f"{dead},{dead.replace('/v1', '/x/v1')}"]) == 2
+        assert "--user-base-url: no replica answers" in capsys.readouterr().err
+    finally:
+        live.stop()

@@ -163,6 +163,10 @@ def test_keep_pass_rate_keeps_the_tasks_a_baseline_run_solved_sometimes(tau2_bac
     assert f"tau2/retail/test: kept 1 of {len(ids)} tasks with a pass rate in [0.1, 0.9] in {run}" in said
     assert f"dropped 2 above, 1 below, {len(ids) - 4} not in the run" in said
 
+    narrow = tmp_path / "narrow.jsonl"  # a range no task falls in: nothing to train on is refused, no file written
+    assert main([*argv[:4], str(narrow), argv[5], f"{run}:0.6-0.9"]) == 2
+    assert "no task of tau2/retail/test is left (kept 0 of" in capsys.readouterr().err and not narrow.exists()
+
     assert main([*argv[:-1], f"{run}:0-1", "--force"]) == 0  # the whole range: every task the run played
     assert sorted(t[3] for t in loaded_tasks(out)) == sorted([easy, mixed, hard, easy_but_failed])
 

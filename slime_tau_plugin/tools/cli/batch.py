@@ -16,6 +16,7 @@ import asyncio
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,13 @@ def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned:
         return EXIT_INTERRUPTED
     if summary["samples"] and summary["failed"] == summary["samples"]:
         print(f"error: all {summary['samples']} samples FAILED{cause}", file=sys.stderr)
+        return EXIT_ALL_FAILED
+    if summary["samples"] and not summary.get("scored", 1):
+        ends: Counter[str] = Counter()
+        for domain in summary["domains"].values():
+            ends.update(domain["terminations"])
+        shown = ", ".join(f"{n} {reason}" for reason, n in ends.most_common())
+        print(f"error: no sample was scored ({shown}): pass^k and rewards have no evidence{cause}", file=sys.stderr)
         return EXIT_ALL_FAILED
     if summary["samples"] and summary["failed"] / summary["samples"] > max_failed:
         print(

@@ -63,7 +63,8 @@ class PassRateFilter:
         """The tasks of ``task_set`` to keep, and the line that says what was kept and dropped.
 
         Raises:
-            ConfigError: the run played no task of ``task_set`` (another domain, split or benchmark).
+            ConfigError: the run played no task of ``task_set`` (another domain, split or benchmark), or no task
+                is left (an empty training file trains nothing).
         """
         key = (task_set.benchmark, task_set.domain, task_set.split)
         if not any(k[:3] == key for k in self.rates):
@@ -81,7 +82,13 @@ class PassRateFilter:
             f"in {self.run}; dropped {too_easy} above, {too_hard} below"
         )
         if absent:
-            line += f", {absent} not in the run"
+            line += f", {absent} not in the run (a baseline run must play every task to rate it)"
+        if not kept:
+            raise ConfigError(
+                f"{FLAG}: no task of {task_set} is left ({line.split(': ', 1)[1]}); widen the range or rate the "
+                f"tasks with a baseline run of the whole set ('slime-tau rollout --domain {task_set.domain} "
+                f"--split {task_set.split} --samples-per-task 4')"
+            )
         return kept, line
 
 

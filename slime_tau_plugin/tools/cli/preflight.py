@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
@@ -56,14 +57,18 @@ def check_policy(url: str, flag: str = "--sglang-url") -> None:
         )
 
 
-def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str, model_flag: str | None = None) -> None:
+def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str, model_flag: str | None = None) -> list[str]:
     """``GET {base_url}/models`` of an OpenAI-compatible endpoint answers 2xx with the configured key (each
     replica's, for several comma-separated URLs), and lists the model when ``model_flag`` names the flag that set
     it (the user's model is sent as is; a judge's is litellm's name, provider prefix included, so it is not
-    compared).
+    compared). Of several replicas, those that cannot be reached are warned about and the run goes on, as it
+    does when one dies mid-run; any replica that answers wrongly refuses the run.
+
+    Returns:
+        The URLs that answered.
 
     Raises:
-        ConfigError: malformed URL, key variable named but unset, nothing answering, the key refused
+        ConfigError: malformed URL, key variable named but unset, no replica answering, the key refused
             (401/403), 404 (usually a base URL without ``/v1``), or a model the list does not hold.
     """
     key = endpoint.api_key
@@ -71,9 +76,23 @@ def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str, model_f
         raise ConfigError(
             f"{key_flag} {endpoint.api_key_env}: that environment variable is not set; export it with the API key"
         )
+    answered, unreachable = [], []
     for url in endpoint.urls:
         check_url(flag, url)
-        _check_models(flag, url, endpoint, key, key_flag, model_flag)
+        try:
+            _check_models(flag, url, endpoint, key, key_flag, model_flag)
+            answered.append(url)
+        except _UnreachableError as exc:
+            unreachable.append(str(exc))
+    if not answered:
+        raise ConfigError(unreachable[0] if len(unreachable) == 1 else f"{flag}: no replica answers: {unreachable[0]}")
+    for line in unreachable:
+        print(f"warning: {line}; the run goes on with the {len(answered)} that answered", file=sys.stderr)
+    return answered
+
+
+class _UnreachableError(ConfigError):
+    """Nothing answered at one URL (the others may)."""
 
 
 def _check_models(
@@ -83,7 +102,9 @@ def _check_models(
     models = url.rstrip("/") + "/models"
     status, reason, body = _get(models, key)
     if status is None:
-        raise ConfigError(f"{flag} {url}: cannot reach it (GET /models: {reason}); start the server or fix the URL")
+        raise _UnreachableError(
+            f"{flag} {url}: cannot reach it (GET /models: {reason}); start the server or fix the URL"
+        )
     if status in (401, 403):
         source = f"${key_env}" if key_env else f"no key (set {key_flag})"
         raise ConfigError(f"{flag} {url}: GET /models answered HTTP {status}; the server refused {source}")

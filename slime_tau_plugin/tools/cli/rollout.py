@@ -221,9 +221,9 @@ def run(ns: argparse.Namespace) -> int:
             check_policy(ns.sglang_url)
             note_answered(EndpointRole.POLICY, ns.sglang_url)  # an outage from now on is waited for
         if ns.user_base_url is not None:
-            check_chat_endpoint("--user-base-url", config.user_endpoint(), "--user-api-key-env", "--user-model")
-            for url in config.user_endpoint().urls:
-                note_answered(EndpointRole.USER, url)
+            user = config.user_endpoint()
+            for url in check_chat_endpoint("--user-base-url", user, "--user-api-key-env", "--user-model"):
+                note_answered(EndpointRole.USER, url)  # an outage of a replica that answered is waited for
         if config.judge_endpoint() is not None:
             check_chat_endpoint("--judge-base-url", config.judge_endpoint(), "--judge-api-key-env")
         if ns.split is None:  # after the endpoint checks: it loads τ

@@ -33,6 +33,7 @@ from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.episode import SampleStatus
 from slime_tau_plugin.engine.loop_http import aclose_all
 from slime_tau_plugin.engine.task_ref import task_id_of
+from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
 
 
 @dataclass
@@ -193,6 +194,7 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = N
         "samples": len(samples),
         "samples_per_task": samples_per_task,
         "failed": failed,
+        "scored": sum(d["scored"] for d in domains.values()),
         "errors": [{"error": error, "samples": n} for error, n in errors.most_common(5)],
         "wall_s": round(wall_s, 2),
     }
@@ -215,6 +217,7 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
         **(pass_hat_ks(wins, counts) if counts else {}),
         **(pass_k_bounds(wins, counts) if counts else {}),
         "tasks": len(counts),
+        "scored": len(completed),
         "failed": sum(s.status is RolloutSample.Status.FAILED for s in group),
         "per_task": per_task_table(completed),
         "trials_per_task": [min(counts), max(counts)] if counts else [0, 0],
@@ -240,17 +243,18 @@ def format_summary(summary: dict[str, Any]) -> str:
         passes = "  ".join(_with_interval(d, k) for k in d if k.startswith("pass^") and "/" not in k)
         low, high = d.get("trials_per_task") or [d["samples"] // max(d["tasks"], 1)] * 2
         failed = f" ({d['failed']} more FAILED, not counted in pass^k)" if d.get("failed") else ""
+        reward = f"{d['reward_mean']:.3f}" if d.get("scored", 1) else "n/a (no sample scored)"
         lines += [
             f"{name}: {d['tasks']} tasks x {low if low == high else f'{low}-{high}'} samples{failed}",
             f"  {passes or 'pass^k: no sample completed'}",
-            f"  mean reward {d['reward_mean']:.3f} | mean turns {d['turns_mean']:.1f} | tool calls/episode "
+            f"  mean reward {reward} | mean turns {d['turns_mean']:.1f} | tool calls/episode "
             f"{d['tool_calls_per_episode']:.1f} (errors {d['tool_errors_per_episode']:.1f}) | parse errors/episode "
             f"{d['parse_errors_per_episode']:.1f}",
             f"  terminations {d['terminations']} | statuses {d['statuses']}",
             f"  tokens/sample: response {d['tokens/response_mean']:.0f}, trainable {d['tokens/trainable_mean']:.0f}",
             f"  τ package: {', '.join(d['tau_package']) or 'unknown'}",
         ]
-        lines += [f"  error in {count} samples: {error}" for error, count in (d.get("errors") or {}).items()]
+        lines += [f"  error in {count} samples: {in_cli_terms(e)}" for e, count in (d.get("errors") or {}).items()]
         if d["nl_assertions_excluded_rate"]:
             excluded = round(d["nl_assertions_excluded_rate"] * d["samples"])
             lines.append(
