@@ -67,11 +67,11 @@ def load_tokenizer(path: str, trust_remote_code: bool = False) -> PreTrainedToke
         if not Path(path).expanduser().exists():  # else HF's message is about a hub repo id, which we never fetch
             raise ConfigError(
                 f"tokenizer directory {path!r}: no such directory; pass a local Hugging Face model/tokenizer "
-                "directory (tau_tokenizer_path, --tokenizer or slime's --hf-checkpoint)"
+                "directory (tau_tokenizer_path or slime's --hf-checkpoint)"
             ) from exc
         raise ConfigError(
             f"cannot load a tokenizer from {path!r} ({type(exc).__name__}: {exc}); pass a local Hugging Face "
-            "model/tokenizer directory (tau_tokenizer_path, --tokenizer or slime's --hf-checkpoint)"
+            "model/tokenizer directory (tau_tokenizer_path or slime's --hf-checkpoint)"
         ) from exc
 
 

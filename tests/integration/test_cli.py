@@ -264,3 +264,9 @@ def test_a_user_replica_that_cannot_be_reached_at_start_is_warned_about_when_ano
         assert "--user-base-url: no replica answers" in capsys.readouterr().err
     finally:
         live.stop()
+
+
+def test_worker_flags_without_episode_workers_are_refused(capsys):
+    for flag, value in (("--episode-worker-kind", "ray"), ("--episode-worker-cpus", "2")):
+        assert main(["rollout", flag, value, "--tasks", "0"]) == 2
+        assert f"{flag} does nothing without --episode-workers N" in capsys.readouterr().err

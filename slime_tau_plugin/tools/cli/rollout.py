@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import signal
 import sys
 from pathlib import Path
@@ -168,6 +169,7 @@ def check_flags(ns: argparse.Namespace) -> None:
         raise ConfigError("--script holds the scripted policy's replies; add --policy scripted")
     elif ns.policy == "scripted" and ns.script is None:
         raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies, one per assistant turn)")
+    check_worker_flags(ns)
     for flag in ("user_base_url", "judge_base_url"):
         for url in split_urls(getattr(ns, flag) or ""):  # several: replicas, comma-separated
             check_url(cli_key(flag), url)
@@ -175,6 +177,21 @@ def check_flags(ns: argparse.Namespace) -> None:
         parse_task_range(ns.tasks, None)  # syntax and repeats now; the range once the split is loaded
     if ns.task_ids is not None:
         parse_task_ids(ns.task_ids)
+
+
+def check_worker_flags(ns: argparse.Namespace) -> None:
+    """``--episode-worker-kind``/``--episode-worker-cpus`` do nothing without ``--episode-workers``; Ray workers
+    need Ray, checked before any server starts.
+
+    Raises:
+        ConfigError: naming the flag and the fix.
+    """
+    defaults = {"episode_worker_kind": "process", "episode_worker_cpus": 1.0}
+    for name, default in defaults.items():
+        if not ns.episode_workers and getattr(ns, name) not in (None, default):
+            raise ConfigError(f"{cli_key(name)} does nothing without --episode-workers N; add it or drop the flag")
+    if ns.episode_workers and str(ns.episode_worker_kind) == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError("--episode-worker-kind ray needs Ray: pip install 'slime-tau-plugin[ray]'")
 
 
 def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any) -> TauConfig:
