@@ -107,6 +107,9 @@ class TauConfig(TauKeys):
         key = cf.key_namer(info.context)(info.field_name or "")
         if not urls:
             raise ConfigError(f"{key}={value!r} names no URL; expected e.g. http://host:8000/v1 (several: a,b)")
+        twice = sorted({url for url in urls if urls.count(url) > 1})
+        if twice:
+            raise ConfigError(f"{key} lists {twice[0]} twice; name each replica once")
         for url in urls:
             if bad_url(url):
                 raise ConfigError(

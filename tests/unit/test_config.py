@@ -134,7 +134,8 @@ def test_rollout_flags_are_the_config_fields_with_their_checks_defaults_and_help
         field, action = TauConfig.model_fields[name], actions[name]
         assert action.option_strings == ["--" + name.replace("_", "-")]
         assert action.help.startswith(field.description), name
-        expected = None if name in LLM_USER_FLAGS else getattr(field.default, "value", field.default)
+        unset = (*LLM_USER_FLAGS, "split")  # --split unset: train, or the domain's only split (mock: base)
+        expected = None if name in unset else getattr(field.default, "value", field.default)
         assert action.default == expected, name
     ns = parser.parse_args(["rollout", "--max-steps", "0", "--outage-tolerance-s", "2.5", "--user", "llm"])
     assert (ns.max_steps, ns.outage_tolerance_s, ns.user, ns.max_turns) == (0, 2.5, "llm", 30)
@@ -157,3 +158,8 @@ def test_a_user_token_budget_is_refused_with_episode_workers_naming_both():
         TauConfig(episode_workers=-1)
     with pytest.raises(ConfigError, match=r"worker_kind='threads' is unknown; expected one of process, ray"):
         TauConfig(episode_worker_kind="threads")
+
+
+def test_a_replica_listed_twice_is_refused():
+    with pytest.raises(ConfigError, match=r"tau_user_base_url lists http://a:1/v1 twice"):
+        TauConfig(user="llm", user_model="m", user_base_url="http://a:1/v1,http://b:1/v1,http://a:1/v1")
