@@ -121,8 +121,9 @@ def check_resumable(previous: dict[str, Any] | None, current: dict[str, Any], wh
     for path in RESULT_SETTINGS:
         old, new = _get(before, path), _get(current, path)
         if old != new:
+            shown = "task ids" if path == "tasks" else path  # --tasks takes positions; the record keeps their ids
             raise ConfigError(
-                f"--resume: {where} was made with {path}={_short(old)}, this command gives {_short(new)}; "
+                f"--resume: {where} was made with {shown}={_short(old)}, this command gives {_short(new)}; "
                 "use the same settings, or another --out for a new run"
             )
 
