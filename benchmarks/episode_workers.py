@@ -32,7 +32,7 @@ from slime_tau_plugin.engine.data import task_row  # noqa: E402
 from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
 from slime_tau_plugin.engine.loop_http import aclose_all  # noqa: E402
 from slime_tau_plugin.engine.templates import default_tokenizer_dir  # noqa: E402
-from slime_tau_plugin.engine.workers.pools import close_pools, pool_for  # noqa: E402
+from slime_tau_plugin.engine.workers.registry import close_pools, pool_for  # noqa: E402
 from slime_tau_plugin.tools.cli.runner import RolloutSample  # noqa: E402
 from slime_tau_plugin.tools.soak.monitor import rss_mb  # noqa: E402
 

@@ -21,7 +21,7 @@ from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.episode_state import METADATA_KEY
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.workers.pools import close_pools, pool_for
+from slime_tau_plugin.engine.workers.registry import close_pools, pool_for
 from slime_tau_plugin.tools.servers import oracle_scripts
 from slime_tau_plugin.tools.servers.fake_models import OracleModel
 from tests.contracts.slime_sample import Sample

@@ -26,7 +26,7 @@ from slime_tau_plugin.engine.runner import AbortCheck
 from slime_tau_plugin.engine.trajectory import Trajectory
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode, HeldTokens
 from slime_tau_plugin.engine.workers.play import play_request
-from slime_tau_plugin.engine.workers.pools import pool_for
+from slime_tau_plugin.engine.workers.registry import pool_for
 
 logger = logging.getLogger(__name__)
 

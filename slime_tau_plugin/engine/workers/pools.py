@@ -9,14 +9,13 @@ second time is FAILED naming both deaths (``EpisodeWorkerError``, failed endpoin
 dying before they answer anything are not replaced for ever (:data:`MAX_SILENT_DEATHS`). Every sample
 names where it ran (``tau_worker``) and the workers lost under it (``tau_worker_lost``).
 
-A transport (``local.py``, ``ray_actors.py``) implements :class:`WorkerSlot`; :func:`pool_for` keeps one pool per
-config per process.
+A transport (``local.py``, ``ray_actors.py``) implements :class:`WorkerSlot`; ``registry.pool_for`` keeps one pool
+per config per process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
 import threading
 import time
@@ -28,7 +27,6 @@ from slime_tau_plugin.engine.choices import WorkerKind
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.errors import EpisodeWorkerError
 from slime_tau_plugin.engine.outcome import failed_result
-from slime_tau_plugin.engine.process import SharedMap, process_registry
 from slime_tau_plugin.engine.runner import AbortCheck
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
 from slime_tau_plugin.engine.workers.play import finish
@@ -220,45 +218,3 @@ class WorkerPool(ABC):
                         self._abort(pending)
                 except Exception:  # an abort check that fails never stops the watcher
                     logger.exception("abort check failed")
-
-
-class _Pools:
-    """The process's pools by config; closed at exit so no worker outlives its trainer."""
-
-    def __init__(self) -> None:
-        self.by_config: SharedMap[WorkerPool] = SharedMap("episode worker pools")
-        self.made: list[WorkerPool] = []
-        atexit.register(self.close_all)
-
-    def close_all(self) -> None:
-        for pool in self.made:
-            pool.close()
-        self.made.clear()
-        self.by_config = SharedMap("episode worker pools")
-
-
-def close_pools() -> None:
-    """Stop every worker of this process's pools (a script's run is over; the next use starts new ones)."""
-    process_registry().component("episode worker pools", _Pools).close_all()
-
-
-async def pool_for(config: TauConfig) -> WorkerPool | None:
-    """The pool that plays ``config``'s episodes, started on first use (off the loop: Ray may have to connect);
-    None to play them in this process."""
-    if config.episode_workers == 0:
-        return None
-    pools = process_registry().component("episode worker pools", _Pools)
-
-    def start() -> WorkerPool:
-        if config.episode_worker_kind is WorkerKind.RAY:
-            from slime_tau_plugin.engine.workers.ray_actors import RayPool
-
-            pool: WorkerPool = RayPool(config)
-        else:
-            from slime_tau_plugin.engine.workers.local import ProcessPool
-
-            pool = ProcessPool(config)
-        pools.made.append(pool)
-        return pool
-
-    return await pools.by_config.aget(config, start)
