@@ -155,7 +155,7 @@ def test_compare_says_when_a_run_is_unfinished(qwen25_dir, tau2_backend, tmp_pat
 
 @pytest.mark.parametrize(
     ("flags", "setting"),
-    [(["--domain", "airline"], "domain="), (["--samples-per-task", "2"], "samples_per_task="), ([], "tasks=")],
+    [(["--domain", "airline"], "domain="), (["--samples-per-task", "2"], "samples_per_task="), ([], "task ids=")],
 )
 def test_resume_refuses_another_task_set(flags, setting, qwen25_dir, tau2_backend, tmp_path):
     out = str(tmp_path / "run")

@@ -255,7 +255,7 @@ def test_an_existing_out_is_refused_unless_resume_or_overwrite(serve, qwen25, qw
     assert len(rows_of(out)) == 2, "--overwrite replaces the samples, it does not append"
     wider = [*argv[:-4], "--tasks", "0-3", "--out", str(out), "--resume"]
     assert main(wider) == 2, "the task list defines the run: another one is a new run"
-    assert "tasks=" in capsys.readouterr().err
+    assert "task ids=" in capsys.readouterr().err
     assert main([*argv, "--resume"]) == 0
     assert sorted(pairs_of(rows_of(out))) == [(str(i), 0) for i in range(2)]
     assert main([*argv, "--resume", "--temperature", "0.5"]) == 2
