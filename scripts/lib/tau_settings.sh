@@ -156,8 +156,12 @@ tau_check_layout() {
     if [[ $COLOCATE != 1 ]] && ((ACTOR_GPUS < 1 || ROLLOUT_GPUS < 1)); then
         tau_die "COLOCATE=0 splits TRAIN_GPUS=$TRAIN_GPUS into ACTOR_GPUS=$ACTOR_GPUS for training (a multiple of TP_SIZE*CP_SIZE=$model_parallel) and $ROLLOUT_GPUS for rollout engines; both must be >= 1: add GPUs to TRAIN_GPUS, set ACTOR_GPUS, or lower TP_SIZE"
     fi
-    ((ACTOR_GPUS % model_parallel == 0)) ||
+    if ((ACTOR_GPUS % model_parallel != 0)); then
+        # with COLOCATE=1 the training GPUs are TRAIN_GPUS' count: name the variable the user set
+        [[ $COLOCATE == 1 ]] &&
+            tau_die "TRAIN_GPUS=$TRAIN_GPUS gives $ACTOR_GPUS training GPUs, not a multiple of TP_SIZE*CP_SIZE=$model_parallel: list a multiple of $model_parallel GPUs or change TP_SIZE"
         tau_die "ACTOR_GPUS=$ACTOR_GPUS is not a multiple of TP_SIZE*CP_SIZE=$model_parallel"
+    fi
     local dp=$((ACTOR_GPUS / model_parallel))
     ((GLOBAL_BATCH_SIZE % dp == 0)) ||
         tau_die "GLOBAL_BATCH_SIZE=$GLOBAL_BATCH_SIZE is not divisible by the data-parallel size $dp (Megatron asserts it); change ROLLOUT_BATCH_SIZE or TRAIN_GPUS"
