@@ -16,7 +16,13 @@ KEPT_REQUESTS = 256
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve-user", help="run the scripted OpenAI-compatible user-simulator server (no LLM)")
+    p = sub.add_parser(
+        "serve-user",
+        help="run the scripted OpenAI-compatible user-simulator server (no LLM)",
+        description="A scripted customer behind an OpenAI-compatible /v1/chat/completions, for --user llm without "
+        "an LLM: rollout --user llm --user-base-url http://HOST:PORT/v1 --user-model scripted-user (the model name "
+        "it lists at /v1/models).",
+    )
     d = "(default: %(default)s)"
     p.add_argument("--host", default="127.0.0.1", help=f"address to bind; 0.0.0.0 for other hosts {d}")
     p.add_argument("--port", type=port_number, default=30001, help=f"port to listen on {d}")
