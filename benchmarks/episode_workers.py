@@ -65,13 +65,10 @@ def cpu_s(pids: list[int]) -> float:
 
 async def _batch(config: TauConfig, n: int, tag: str, pids: list[int], servers: list[int] = ()) -> Row:
     refs = get_backend("tau2").task_refs("retail", "train")
+    rows = [task_row(i, refs[i % len(refs)]) for i in range(n)]
     samples = [
-        RolloutSample(
-            prompt=task_row(i, refs[i % len(refs)])["index"],
-            metadata=task_row(i, refs[i % len(refs)])["metadata"],
-            session_id=f"{tag}-{i}",
-        )
-        for i in range(n)
+        RolloutSample(prompt=row["index"], metadata=row["metadata"], session_id=f"{tag}-{i}")
+        for i, row in enumerate(rows)
     ]
     base = sum(rss_mb(p) or 0.0 for p in pids)
     peak, worst = base, 0.0

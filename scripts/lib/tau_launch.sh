@@ -320,12 +320,7 @@ tau_main() {
         tau_worker_main
         return
     }
-    tau_check_stale
-    mkdir -p "$RUN_DIR"
-    trap tau_cleanup EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-    tau_record_pid launcher "$$"
+    tau_begin_node
     tau_print_commands >"$RUN_DIR/commands.txt"
     ! tau_serves_user_sim 0 || tau_start_user_sim
     tau_start_ray

@@ -203,14 +203,20 @@ tau_start_ray() {
     tau_wait_user_sims
 }
 
-# NODE_RANK > 0: serve this node's user simulator and lend its TRAIN_GPUS to the head's Ray cluster until it stops.
-tau_worker_main() {
+# What every node does before it starts anything: refuse a stale run, make the run folder, stop what it starts on
+# exit (Ctrl-C: 130, TERM: 143), and record itself as the launcher.
+tau_begin_node() {
     tau_check_stale
     mkdir -p "$RUN_DIR"
     trap tau_cleanup EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
     tau_record_pid launcher "$$"
+}
+
+# NODE_RANK > 0: serve this node's user simulator and lend its TRAIN_GPUS to the head's Ray cluster until it stops.
+tau_worker_main() {
+    tau_begin_node
     ! tau_serves_user_sim "$NODE_RANK" || tau_start_user_sim
     local -a join=("${RAY_JOIN_CMD[@]}")
     [[ $(tau_node_addr "$NODE_RANK") == \<* ]] || join+=(--node-ip-address "$(tau_node_addr "$NODE_RANK")")

@@ -20,10 +20,10 @@ from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.envs.tau2 import Tau2Backend, Tau2Session
 from slime_tau_plugin.engine.episode import SampleStatus, TerminationReason
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import run_episode
 from slime_tau_plugin.engine.users import ScriptedUser
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER, ScriptedModel, format_tool_call
 from tests.conftest import require_sglang_parsers
+from tests.episodes import play_all
 
 require_sglang_parsers()
 tau2 = pytest.importorskip("tau2")
@@ -221,14 +221,7 @@ def play_ours(backend, server, tokenizer, tokenizer_dir, ref, scenario: Scenario
         **{**limits, **config},
     )
     resources = EpisodeResources.build(config, tokenizer=tokenizer, backend=backend)
-
-    async def play():
-        try:
-            return await run_episode(resources, resources.policy, ref, SAMPLING)
-        finally:
-            await resources.aclose()
-
-    result = asyncio.run(play())
+    (result,) = play_all(resources, [ref], SAMPLING)
     assert result.error is None, result.error
     env = backend.sessions[-1].env
     return Outcome(result.termination.value, result.reward, (env.get_db_hash(), env.get_user_db_hash()), result.steps)

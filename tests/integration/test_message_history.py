@@ -30,6 +30,7 @@ from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from slime_tau_plugin.tools.servers.fake_models import ScriptedModel
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 from tests.conftest import require_sglang_parsers
+from tests.episodes import play_all
 from tests.integration.test_resume import CuttableOracle, Sessions, _abort_at, _view
 
 require_sglang_parsers()
@@ -134,15 +135,9 @@ def play_ours(backend, ref, tokenizer, tokenizer_dir):
         max_turns=1,
     )
     resources = EpisodeResources.build(config, tokenizer=tokenizer, backend=backend)
-
-    async def play():
-        try:
-            return await run_episode(resources, resources.policy, ref, SAMPLING)
-        finally:
-            await resources.aclose()
-
     try:
-        return asyncio.run(play()), [r["input_ids"] for r in policy.requests], list(user.requests)
+        (result,) = play_all(resources, [ref], SAMPLING)
+        return result, [r["input_ids"] for r in policy.requests], list(user.requests)
     finally:
         user.stop()
         policy.stop()
@@ -208,14 +203,7 @@ def test_the_oracle_and_the_scripted_user_solve_tasks_with_history_for_tau2s_rew
     backend = Sessions(tau2_backend)
     resources = EpisodeResources.build(oracle_config(server, qwen25_dir), tokenizer=qwen25, backend=backend)
     tasks = [r for r in refs if r.task is None]  # τ²'s own, not the variants
-
-    async def play():
-        try:
-            return [await run_episode(resources, resources.policy, ref, dict(SAMPLING)) for ref in tasks]
-        finally:
-            await resources.aclose()
-
-    for ref, result, session in zip(tasks, asyncio.run(play()), backend.opened, strict=True):
+    for ref, result, session in zip(tasks, play_all(resources, tasks, SAMPLING), backend.opened, strict=True):
         assert result.termination is TerminationReason.USER_STOP and result.reward == 1.0, (ref.task_id, result.error)
         reference = session.reference_reward(result.termination)  # τ²'s evaluate_simulation on this episode
         assert result.reward == reference.reward

@@ -12,7 +12,6 @@ episode is suspended into its sample and resumed from it (``partial.py``).
 
 from __future__ import annotations
 
-import logging
 import sys
 import uuid
 from typing import Any
@@ -27,8 +26,6 @@ from slime_tau_plugin.engine.trajectory import Trajectory
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode, HeldTokens
 from slime_tau_plugin.engine.workers.play import play_request
 from slime_tau_plugin.engine.workers.registry import pool_for
-
-logger = logging.getLogger(__name__)
 
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
