@@ -25,11 +25,11 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from slime_tau_plugin.adapters.slime.generate import play_sample  # noqa: E402
-from slime_tau_plugin.engine.config import TauConfig  # noqa: E402
+from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir  # noqa: E402
+from slime_tau_plugin.engine.config.tau_config import TauConfig  # noqa: E402
 from slime_tau_plugin.engine.data import task_row  # noqa: E402
 from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
-from slime_tau_plugin.engine.loop_http import aclose_all  # noqa: E402
-from slime_tau_plugin.engine.templates import default_tokenizer_dir  # noqa: E402
+from slime_tau_plugin.engine.net.loop_http import aclose_all  # noqa: E402
 from slime_tau_plugin.tools.cli.runner import RolloutSample  # noqa: E402
 
 USER_SERVER = """

@@ -21,7 +21,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (import
 from slime_tau_plugin.engine.envs.base import EnvToolCall, TaskRef  # noqa: E402
 from slime_tau_plugin.engine.envs.tau1 import Tau1Backend  # noqa: E402
 from slime_tau_plugin.engine.envs.tau1_data import scripted_v1_user  # noqa: E402
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.episode.result import TerminationReason
 
 _backend: Tau1Backend | None = None
 

@@ -20,7 +20,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from slime_tau_plugin.engine.envs import EnvToolCall, get_backend  # noqa: E402
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.episode.result import TerminationReason
 
 SETS = (("retail", "train"), ("airline", "base"), ("telecom", "train"))
 

@@ -32,12 +32,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import orjson  # noqa: E402
 
-from slime_tau_plugin.engine.config import TauConfig  # noqa: E402
+from slime_tau_plugin.engine.chat.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer  # noqa: E402
+from slime_tau_plugin.engine.chat.tool_calls import ToolCallParser  # noqa: E402
+from slime_tau_plugin.engine.config.tau_config import TauConfig  # noqa: E402
 from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
-from slime_tau_plugin.engine.policy_sglang import parse_generate_response  # noqa: E402
-from slime_tau_plugin.engine.templates import ChatTemplate, default_tokenizer_dir, load_tokenizer  # noqa: E402
-from slime_tau_plugin.engine.tool_calls import ToolCallParser  # noqa: E402
-from slime_tau_plugin.engine.trajectory import Trajectory  # noqa: E402
+from slime_tau_plugin.engine.episode.trajectory import Trajectory  # noqa: E402
+from slime_tau_plugin.engine.policy.sglang import parse_generate_response  # noqa: E402
 from slime_tau_plugin.tools.cli.runner import Episode, play  # noqa: E402
 from slime_tau_plugin.tools.servers.fake_models import OracleModel  # noqa: E402
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer  # noqa: E402

@@ -69,7 +69,11 @@ def cli() -> list[str]:
 
 
 def tokenizer_dir() -> str:
-    for name in ("slime_tau_plugin.engine.templates", "slime_tau_plugin.tools.cli", "slime_tau_plugin.tools.cli.main"):
+    for name in (
+        "slime_tau_plugin.engine.chat.templates",
+        "slime_tau_plugin.tools.cli",
+        "slime_tau_plugin.tools.cli.main",
+    ):
         try:
             return importlib.import_module(name).default_tokenizer_dir()
         except (ImportError, AttributeError):

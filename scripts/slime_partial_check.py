@@ -49,10 +49,10 @@ def parse() -> argparse.Namespace:
 
 async def uninterrupted(args, samples) -> list:
     """The same tasks played once each without interruption, through the engine, on the same server."""
-    from slime_tau_plugin.engine.config import TauConfig
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
     from slime_tau_plugin.engine.data import task_ref_from_sample
+    from slime_tau_plugin.engine.loop.run import run_episode
     from slime_tau_plugin.engine.resources import EpisodeResources
-    from slime_tau_plugin.engine.runner import run_episode
 
     config = TauConfig.from_args(args)
     resources = await EpisodeResources.for_config(config)

@@ -8,9 +8,9 @@ Importing this package needs neither slime, SGLang nor τ: each is imported when
 
 from slime_tau_plugin.engine.agent import TrainableAgentMixin, TrainableToolCallingAgent, agent_factory
 from slime_tau_plugin.engine.choices import NLAssertionMode, PolicyApi, RewardMode, UserKind
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import TaskRef
-from slime_tau_plugin.engine.episode import EpisodeResult, SampleStatus, TerminationReason
+from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus, TerminationReason
 from slime_tau_plugin.engine.errors import (
     ConfigError,
     ContextLengthError,
@@ -24,8 +24,8 @@ from slime_tau_plugin.engine.errors import (
     TauPluginError,
     UserSimulatorError,
 )
+from slime_tau_plugin.engine.loop.run import run_episode
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import run_episode
 from slime_tau_plugin.generate import generate
 
 __all__ = [

@@ -71,8 +71,8 @@ def require_sglang_parsers() -> None:
     ``import_sglang_parsers`` raises ``ConfigError`` (or, half-installed, ``ImportError``) without sglang;
     a test that builds a ``ToolCallParser`` would otherwise ERROR instead of skipping.
     """
+    from slime_tau_plugin.engine.chat.tool_calls import import_sglang_parsers
     from slime_tau_plugin.engine.errors import ConfigError
-    from slime_tau_plugin.engine.tool_calls import import_sglang_parsers
 
     try:
         import_sglang_parsers()
@@ -90,8 +90,8 @@ def qwen25_dir() -> str:
 
 @pytest.fixture(scope="session")
 def qwen3_dir() -> str:
+    from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir
     from slime_tau_plugin.engine.errors import ConfigError
-    from slime_tau_plugin.engine.templates import default_tokenizer_dir
 
     try:  # located, not imported: the package's import needs pkg_resources, which new setuptools lack (.venv-verl)
         return default_tokenizer_dir()
@@ -101,14 +101,14 @@ def qwen3_dir() -> str:
 
 @pytest.fixture(scope="session")
 def qwen25(qwen25_dir):
-    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
     return load_tokenizer(qwen25_dir)
 
 
 @pytest.fixture(scope="session")
 def qwen3(qwen3_dir):
-    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
     return load_tokenizer(qwen3_dir)
 
@@ -196,8 +196,8 @@ def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
 def _fresh_endpoint_history() -> Iterator[None]:
     """Each test starts with no endpoint known to have answered (``endpoints.py``): a later test's server on a
     reused port is not waited for as an earlier test's endpoint in an outage."""
-    from slime_tau_plugin.engine.endpoints import forget_endpoint_history
-    from slime_tau_plugin.engine.user_budget import user_token_ledger
+    from slime_tau_plugin.engine.net.endpoints import forget_endpoint_history
+    from slime_tau_plugin.engine.net.user_budget import user_token_ledger
 
     forget_endpoint_history()
     user_token_ledger().forget()  # each test starts with no user token spent (tau_user_token_budget_*)

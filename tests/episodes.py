@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from slime_tau_plugin.engine.episode import EpisodeResult
+from slime_tau_plugin.engine.episode.result import EpisodeResult
+from slime_tau_plugin.engine.loop.run import run_episode
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import run_episode
 
 
 def play_all(resources: EpisodeResources, refs: Sequence[Any], sampling: dict[str, Any]) -> list[EpisodeResult]:

@@ -99,7 +99,7 @@ def render(
             ``preflight``) a hosted endpoint whose key variable is unset or that does not answer.
     """
     try:
-        from slime_tau_plugin.engine.config import TauConfig
+        from slime_tau_plugin.engine.config.tau_config import TauConfig
         from slime_tau_plugin.engine.errors import ConfigError
     except ImportError as exc:
         raise RenderError(
@@ -191,9 +191,9 @@ def run_problems(config: Any) -> tuple[list[str], list[str]]:
 def installed_problems(config: Any) -> dict[str, list[str]]:
     """What the installed packages say about ``config``: SGLang knows its parser names, the benchmark is
     installed with its domain and split (the expensive part of a dry run: cached by ``tau_cache``)."""
+    from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
     from slime_tau_plugin.engine.envs import get_backend
     from slime_tau_plugin.engine.errors import ConfigError
-    from slime_tau_plugin.engine.tool_calls import check_parser_names
 
     found: dict[str, list[str]] = {"problems": [], "missing": [], "notes": []}
     try:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend
-from slime_tau_plugin.engine.policy import PolicyClient, require_policy_url
+from slime_tau_plugin.engine.loop.run import AbortCheck, EpisodeEngine
+from slime_tau_plugin.engine.policy.client import PolicyClient, require_policy_url
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import AbortCheck, EpisodeEngine
 
 __all__ = ["AbortCheck", "TrainableAgentMixin", "TrainableToolCallingAgent", "agent_factory"]
 

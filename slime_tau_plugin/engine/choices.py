@@ -31,9 +31,9 @@ class PolicyApi(Choice):
     """``tau_policy_api``: the policy server's wire protocol."""
 
     SGLANG = "sglang"
-    """SGLang's native ``/generate`` (``policy_sglang.py``)."""
+    """SGLang's native ``/generate`` (``policy/sglang.py``)."""
     OPENAI_COMPLETIONS = "openai-completions"
-    """``/v1/completions`` with a token-id prompt and log-probs, as vLLM serves it (``policy_openai.py``)."""
+    """``/v1/completions`` with a token-id prompt and log-probs, as vLLM serves it (``policy/openai.py``)."""
 
 
 class UserKind(Choice):
@@ -75,7 +75,7 @@ class WorkerKind(Choice):
     """``tau_episode_worker_kind``: where ``tau_episode_workers`` play episodes (``engine/workers``)."""
 
     PROCESS = "process"
-    """Local worker processes on the trainer's node (``workers/local.py``)."""
+    """Local worker processes on the trainer's node (``workers/process_pool.py``)."""
     RAY = "ray"
     """Ray actors on the cluster's CPUs (``workers/ray_actors.py``)."""
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import TaskRef, check_domain, get_backend
+from slime_tau_plugin.engine.episode.task_ref import task_id_of
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.task_ref import task_id_of
 
 
 def task_row(index: int, ref: TaskRef) -> dict[str, Any]:

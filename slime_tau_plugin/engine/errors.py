@@ -19,7 +19,7 @@
     └── FailureGuardError       too many recent episodes FAILED for one endpoint: the run must stop
 
 Each error names the collaborator it blames (``failed_endpoint``, a :class:`FailedEndpoint`): a FAILED
-episode records it as a typed field, so nobody reads it back out of the message. Only ``http_errors.py``
+episode records it as a typed field, so nobody reads it back out of the message. Only ``net/http_errors.py``
 classifies HTTP statuses; only ``generate()`` (and other front doors) catch broad ``Exception`` and turn it
 into a FAILED sample.
 """
@@ -156,7 +156,7 @@ class EpisodeDeadlineError(TauPluginError):
 
 
 class UserTokenBudgetError(TauPluginError):
-    """The LLM user simulator's token budget for this rollout step or this run is spent (``user_budget.py``):
+    """The LLM user simulator's token budget for this rollout step or this run is spent (``net/user_budget.py``):
     the episode ends ``user_token_budget`` (TRUNCATED, not scored, not trained on), never on a cut conversation."""
 
     failed_endpoint = FailedEndpoint.USER

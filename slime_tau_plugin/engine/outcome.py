@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.episode.task_ref import UNKNOWN_TASK_ID, TaskRef
+from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.errors import failed_endpoint_of
-from slime_tau_plugin.engine.task_ref import UNKNOWN_TASK_ID, TaskRef
-from slime_tau_plugin.engine.trajectory import Trajectory
 
 
 def failed_result(config: TauConfig, exc: BaseException, task: TaskRef | None = None) -> EpisodeResult:

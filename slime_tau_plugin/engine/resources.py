@@ -6,7 +6,7 @@ LLM user's client. It is everything an episode needs except the policy, which ea
 per episode (``engine.EpisodeEngine``).
 
 Owner, key and lifetime: :meth:`EpisodeResources.for_config` is the one cache, kept in the process registry
-(``process.py``: ``ProcessRegistry.resources``). Its key is everything the resources are built from: the frozen
+(``shared.py``: ``ProcessRegistry.resources``). Its key is everything the resources are built from: the frozen
 ``TauConfig`` (hashable: every field is a value), the identity of a tokenizer the caller brings (verl brings
 its own; the entry holds it, so its id stays unique) and the backend wrapper a tool installed (none unless a
 tool turned fault injection on); an entry lives as long as the process. The first call for a key builds the
@@ -27,18 +27,18 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from slime_tau_plugin.engine.chat_client import ChatClient
+from slime_tau_plugin.engine.chat.template_probe import PROBE_TOOLS
+from slime_tau_plugin.engine.chat.templates import ChatTemplate, load_tokenizer
+from slime_tau_plugin.engine.chat.tool_calls import ToolCallParser, check_parser_names
+from slime_tau_plugin.engine.chat.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.choices import ToolsInPrompt
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, get_backend
 from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
-from slime_tau_plugin.engine.policy import PolicyClient, policy_client
-from slime_tau_plugin.engine.process import BackendWrapper, process_registry
-from slime_tau_plugin.engine.template_probe import PROBE_TOOLS
-from slime_tau_plugin.engine.templates import ChatTemplate, load_tokenizer
-from slime_tau_plugin.engine.tool_calls import ToolCallParser, check_parser_names
-from slime_tau_plugin.engine.tool_prompt import tools_system_text
-from slime_tau_plugin.engine.users import user_client
+from slime_tau_plugin.engine.policy.client import PolicyClient, policy_client
+from slime_tau_plugin.engine.shared import BackendWrapper, process_registry
+from slime_tau_plugin.engine.users.chat_client import ChatClient
+from slime_tau_plugin.engine.users.simulators import user_client
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.episode.result import TerminationReason
 
 
 def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:

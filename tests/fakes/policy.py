@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.engine.errors import ContextLengthError, PolicyError
-from slime_tau_plugin.engine.policy import FinishReason, GenerateResult
+from slime_tau_plugin.engine.policy.client import FinishReason, GenerateResult
 
 from .tokenizer import FakeTokenizer
 
@@ -41,7 +41,7 @@ class PolicyRequest:
 
 
 class FakePolicy:
-    """A :class:`~slime_tau_plugin.engine.policy.PolicyClient` that plays :class:`FakeTurn` replies in order.
+    """A :class:`~slime_tau_plugin.engine.policy.client.PolicyClient` that plays :class:`FakeTurn` replies in order.
 
     Like SGLang it keeps the stop id in ``output_ids``, cuts a reply at ``max_new_tokens`` (finish ``length``)
     and, given ``context_len``, refuses ``input + max_new_tokens > context_len`` with a ``ContextLengthError``.

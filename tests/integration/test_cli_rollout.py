@@ -184,7 +184,7 @@ def test_failure_boundary_tracebacks_are_shown_only_with_verbose():
         "try:\n    raise RuntimeError('boom')\n"
         "except RuntimeError:\n"
         "    logging.getLogger('slime_tau_plugin.adapters.slime.generate').exception('episode failed')\n"
-        "    logging.getLogger('slime_tau_plugin.engine.retry').warning('attempt 1/4 failed')\n"
+        "    logging.getLogger('slime_tau_plugin.engine.net.retry').warning('attempt 1/4 failed')\n"
     )
     quiet = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60)
     loud = subprocess.run([sys.executable, "-c", code, "1"], capture_output=True, text=True, timeout=60)

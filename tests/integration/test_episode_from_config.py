@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.resources import EpisodeResources
 from tests.contracts.slime_sample import Sample
@@ -28,8 +28,8 @@ from tests.invariants import assert_sample_invariants
 
 WORKER = """
 import asyncio, json, sys
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.runner import run_episode
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.loop.run import run_episode
 from slime_tau_plugin.engine.envs import get_backend
 from slime_tau_plugin.engine.resources import EpisodeResources
 

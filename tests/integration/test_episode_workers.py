@@ -17,9 +17,9 @@ import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.adapters.slime.metrics import worker_metrics
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import task_row
-from slime_tau_plugin.engine.episode_state import METADATA_KEY
+from slime_tau_plugin.engine.episode.state import METADATA_KEY
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.workers.registry import close_pools, pool_for
 from slime_tau_plugin.tools.servers import oracle_scripts

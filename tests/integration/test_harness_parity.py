@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs.tau2 import Tau2Backend, Tau2Session
-from slime_tau_plugin.engine.episode import SampleStatus, TerminationReason
+from slime_tau_plugin.engine.episode.result import SampleStatus, TerminationReason
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.users import ScriptedUser
+from slime_tau_plugin.engine.users.simulators import ScriptedUser
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER, ScriptedModel, format_tool_call
 from tests.conftest import require_sglang_parsers
 from tests.episodes import play_all

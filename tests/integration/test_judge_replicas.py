@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from slime_tau_plugin.engine.blocking import run_blocking
-from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.envs.tau2_judge import ReplicaArgs
 from slime_tau_plugin.engine.errors import JudgeError
-from slime_tau_plugin.engine.net_stats import NetStats, episode_stats
-from slime_tau_plugin.engine.replicas import ReplicaSet, on_replica
-from slime_tau_plugin.engine.retry import guarded_on_replicas
+from slime_tau_plugin.engine.loop.blocking import run_blocking
+from slime_tau_plugin.engine.net.endpoints import EndpointRole, GuardSettings
+from slime_tau_plugin.engine.net.replicas import ReplicaSet, on_replica
+from slime_tau_plugin.engine.net.retry import guarded_on_replicas
+from slime_tau_plugin.engine.net.stats import NetStats, episode_stats
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from tests.integration.test_nl_assertions import ASSERTION, judge_reply
 from tests.integration.test_user_replicas import _dead_url

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(p for p in ROOT.glob("scripts/run_*.sh") if 'tau_main "$@"' in p.read_text())
@@ -334,7 +334,7 @@ FAKE_TRAIN = """\
 import argparse, json, os, sys, urllib.request
 from types import SimpleNamespace
 import yaml
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 
 parser = argparse.ArgumentParser()
 for flag in ("--custom-config-path", "--prompt-data", "--eval-config"):

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import FirstMove, TaskRef
-from slime_tau_plugin.engine.episode import TerminationReason
-from slime_tau_plugin.engine.episode_state import EpisodeState
+from slime_tau_plugin.engine.episode.result import TerminationReason
+from slime_tau_plugin.engine.episode.state import EpisodeState
+from slime_tau_plugin.engine.loop.run import run_episode
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import run_episode
 from slime_tau_plugin.tools.servers import oracle_scripts
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from slime_tau_plugin.tools.servers.fake_models import ScriptedModel

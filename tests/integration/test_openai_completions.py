@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from slime_tau_plugin.engine.errors import ContextLengthError, PolicyHTTPError, PolicyProtocolError
-from slime_tau_plugin.engine.policy import FinishReason
-from slime_tau_plugin.engine.policy_openai import OpenAICompletionsPolicy
-from slime_tau_plugin.engine.retry import RetrySettings
+from slime_tau_plugin.engine.net.retry import RetrySettings
+from slime_tau_plugin.engine.policy.client import FinishReason
+from slime_tau_plugin.engine.policy.openai import OpenAICompletionsPolicy
 from slime_tau_plugin.tools.servers.fake_models import ScriptedModel
 from slime_tau_plugin.tools.servers.http_base import JSONServer
 from slime_tau_plugin.tools.servers.sglang_server import fake_logprob
@@ -82,8 +82,8 @@ def test_sglang_openai_models_accept_the_request_and_their_answer_parses():
     """SGLang's own pydantic models (installed 0.5.23): our body validates, its answer shape parses."""
     import sys
 
-    from slime_tau_plugin.engine.policy_openai import completions_request, parse_completions_response
-    from slime_tau_plugin.engine.tool_calls import import_sglang_parsers
+    from slime_tau_plugin.engine.chat.tool_calls import import_sglang_parsers
+    from slime_tau_plugin.engine.policy.openai import completions_request, parse_completions_response
 
     import_sglang_parsers()
     proto = sys.modules["sglang.srt.entrypoints.openai.protocol"]

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from slime_tau_plugin.engine.chat.template_text import with_system_text
+from slime_tau_plugin.engine.chat.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.envs import get_backend
-from slime_tau_plugin.engine.template_text import with_system_text
-from slime_tau_plugin.engine.tool_prompt import tools_system_text
 from tests.conftest import ROOT, _need, cli_server, require_sglang_parsers
 from tests.integration.test_cli_rollout import assert_one_line_error, slime_tau
 from tests.integration.test_generate_e2e import make_samples, requests_of, run_all, slime_args
@@ -45,7 +45,7 @@ def tokenizer_dir(parser: str) -> str:
 @pytest.fixture(scope="module")
 def played():
     """Per parser: the oracle server speaking it, the tokenizer, and TASKS τ² retail samples played through it."""
-    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
     from slime_tau_plugin.tools.servers import build_sglang_server
 
     runs: dict[str, tuple] = {}

@@ -22,15 +22,15 @@ import threading
 import time
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.engine.chat_client import ChatClient
-from slime_tau_plugin.engine.config import LLMEndpoint
-from slime_tau_plugin.engine.endpoints import (
+from slime_tau_plugin.engine.config.tau_config import LLMEndpoint
+from slime_tau_plugin.engine.net.endpoints import (
     PROBE_INTERVAL_S,
     EndpointRegistry,
     EndpointRole,
     GuardSettings,
 )
-from slime_tau_plugin.engine.net_stats import NetStats, episode_stats
+from slime_tau_plugin.engine.net.stats import NetStats, episode_stats
+from slime_tau_plugin.engine.users.chat_client import ChatClient
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
@@ -311,7 +311,7 @@ def test_a_user_server_seen_by_a_pre_flight_check_is_waited_for_from_the_first_r
 ):
     """The CLI's pre-flight saw the user answer (``note_answered``); it restarts before any episode's request
     succeeded: the episodes wait for it instead of failing after their tries (found in a fresh-clone walk)."""
-    from slime_tau_plugin.engine.endpoints import EndpointRole, note_answered
+    from slime_tau_plugin.engine.net.endpoints import EndpointRole, note_answered
 
     policy = oracle_server_factory(qwen25, (("retail", "train"),))
     user = ChatUserServer(max_replies=1).start()

@@ -17,7 +17,7 @@ import pytest
 from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.adapters.slime.partial import abort_tally
 from slime_tau_plugin.engine.data import task_row
-from slime_tau_plugin.engine.episode_state import METADATA_KEY
+from slime_tau_plugin.engine.episode.state import METADATA_KEY
 from slime_tau_plugin.tools.servers import oracle_scripts
 from slime_tau_plugin.tools.servers.fake_models import OracleModel
 from tests.contracts.slime_sample import Sample

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import TaskSet, leakage, parse_task_sets, task_ref_from_sample
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.tools.cli.main import main

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slime_tau_plugin.engine.templates import ChatTemplate
+from slime_tau_plugin.engine.chat.templates import ChatTemplate
 
 
 @pytest.mark.parametrize("name", ["qwen25", "qwen3"])

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import get_backend
-from slime_tau_plugin.engine.episode import TerminationReason
-from slime_tau_plugin.engine.episode_state import EpisodeState
+from slime_tau_plugin.engine.episode.result import TerminationReason
+from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.errors import ResumeError
+from slime_tau_plugin.engine.loop.run import run_episode
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import run_episode
 from slime_tau_plugin.tools.servers import oracle_scripts
 from slime_tau_plugin.tools.servers.fake_models import OracleModel
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
@@ -157,10 +157,10 @@ def test_every_suspension_resumes_to_the_uninterrupted_episode(name, cut_server,
 
 RESUMER = """
 import asyncio, json, sys
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.episode_state import EpisodeState
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import run_episode
+from slime_tau_plugin.engine.loop.run import run_episode
 
 async def main(spec):
     out = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from slime_tau_plugin.engine.envs import EnvToolCall, TaskRef
-from slime_tau_plugin.engine.episode import TerminationReason
-from slime_tau_plugin.engine.reward_breakdown import reward_breakdown_metrics
+from slime_tau_plugin.engine.episode.result import TerminationReason
+from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
 
 STOP = TerminationReason.USER_STOP
 

@@ -258,7 +258,7 @@ def spy(*args):
     return fill(*args)
 sysconfig.get_config_vars = spy
 from slime_tau_plugin.tools.servers import build_sglang_server
-from slime_tau_plugin.engine.templates import default_tokenizer_dir, load_tokenizer
+from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir, load_tokenizer
 server = build_sglang_server("oracle", load_tokenizer(default_tokenizer_dir()), task_sets=[("tau2", "retail", "test")])
 server.policy.index
 print(first)

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate, slime_abort_check
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.tools.servers.fake_models import ScriptedModel, format_tool_call
 from tests.contracts.slime_sample import Sample

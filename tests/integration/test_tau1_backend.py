@@ -15,7 +15,7 @@ pytest.importorskip("tau_bench")
 
 from slime_tau_plugin.engine.envs import EnvOptions, EnvToolCall, TaskRef, get_backend  # noqa: E402
 from slime_tau_plugin.engine.envs.tau1 import Tau1Backend, Tau1Session  # noqa: E402
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.episode.result import TerminationReason
 from slime_tau_plugin.engine.errors import ConfigError  # noqa: E402
 
 COUNTS = {("retail", "train"): 500, ("retail", "test"): 115, ("retail", "dev"): 20, ("airline", "test"): 50}

@@ -27,7 +27,7 @@ pytest.importorskip("tau_bench")
 
 from slime_tau_plugin.engine.envs.base import EnvToolCall, TaskRef  # noqa: E402
 from slime_tau_plugin.engine.envs.tau1_data import scripted_v1_user  # noqa: E402
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.episode.result import TerminationReason
 
 READ_PREFIXES = ("get_", "find_", "list_", "search_", "calculate", "think", "transfer_")
 VARIANTS = (

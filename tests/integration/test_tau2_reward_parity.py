@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from slime_tau_plugin.engine.envs import EnvToolCall, GoldAction, TaskScript
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.episode.result import TerminationReason
 
 pytestmark = pytest.mark.usefixtures("tau2_backend")
 

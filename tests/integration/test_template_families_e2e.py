@@ -18,14 +18,14 @@ from types import SimpleNamespace
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.engine.chat.template_text import with_system_text
+from slime_tau_plugin.engine.chat.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.template_text import with_system_text
-from slime_tau_plugin.engine.tool_prompt import tools_system_text
 from tests.contracts.slime_sample import Sample
 from tests.invariants import assert_sample_invariants, assert_tito
 from tests.slime_args import slime_args
-from tests.unit.test_template_families import _tokenizer, tokenizer_dir
+from tests.unit.chat.test_template_families import _tokenizer, tokenizer_dir
 
 SAMPLING = {"temperature": 1.0, "max_new_tokens": 2048, "no_stop_trim": True, "skip_special_tokens": False}
 TASKS = 8

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from slime_tau_plugin.engine.templates import ChatTemplate
-from slime_tau_plugin.engine.token_encoder import TokenEncoder
+from slime_tau_plugin.engine.chat.templates import ChatTemplate
+from slime_tau_plugin.engine.chat.token_encoder import TokenEncoder
 from tests.fakes import FakeTokenizer
 
 

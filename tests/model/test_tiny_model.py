@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from slime_tau_plugin.engine.templates import ChatTemplate, load_tokenizer  # noqa: E402
+from slime_tau_plugin.engine.chat.templates import ChatTemplate, load_tokenizer  # noqa: E402
 from slime_tau_plugin.tools.cli.main import main  # noqa: E402
 from slime_tau_plugin.tools.model.tiny import MANIFEST  # noqa: E402
 from tests.model.conftest import qwen25_tokenizer_dir  # noqa: E402

@@ -20,20 +20,20 @@ import pytest
 
 import slime_tau_plugin
 from slime_tau_plugin.engine.agent import TrainableAgentMixin, TrainableToolCallingAgent
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs.base import EnvSession, EnvToolCall, GoldAction, TaskRef
-from slime_tau_plugin.engine.episode import EpisodeCounters, EpisodeResult, SampleStatus
-from slime_tau_plugin.engine.episode import TerminationReason as Reason
+from slime_tau_plugin.engine.episode.result import EpisodeCounters, EpisodeResult, SampleStatus
+from slime_tau_plugin.engine.episode.result import TerminationReason as Reason
+from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.errors import (
     ContextLengthError,
     PolicyConnectionError,
     PolicyHTTPError,
     PolicyProtocolError,
 )
-from slime_tau_plugin.engine.policy import FinishReason
-from slime_tau_plugin.engine.runner import EpisodeEngine
-from slime_tau_plugin.engine.trajectory import Trajectory
-from slime_tau_plugin.engine.users import ScriptedUser
+from slime_tau_plugin.engine.loop.run import EpisodeEngine
+from slime_tau_plugin.engine.policy.client import FinishReason
+from slime_tau_plugin.engine.users.simulators import ScriptedUser
 from tests.conftest import require_sglang_parsers
 from tests.fakes import (
     FAKE_ENV_INFO,

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.process import process_registry
+from slime_tau_plugin.engine.shared import process_registry
 from slime_tau_plugin.tools.faults.env import install_env_faults, install_env_faults_from_environ
 from slime_tau_plugin.tools.faults.spec import (
     TRANSPORT_KINDS,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from slime_tau_plugin.adapters.slime.generate import fill_sample
 from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.adapters.slime.metrics import episode_metrics
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import TaskRef
-from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.errors import (
     FailedEndpoint,
     JudgeError,
@@ -16,7 +17,6 @@ from slime_tau_plugin.engine.errors import (
     UserSimulatorError,
 )
 from slime_tau_plugin.engine.outcome import failed_result, filler_id, trainable_trajectory, training_reward
-from slime_tau_plugin.engine.trajectory import Trajectory
 from slime_tau_plugin.engine.workers.play import finish
 from slime_tau_plugin.tools.cli.runner import RolloutSample
 from tests.fakes.tokenizer import FakeTokenizer

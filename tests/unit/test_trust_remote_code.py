@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
 from tests.conftest import require_sglang_parsers
 

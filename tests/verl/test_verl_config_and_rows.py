@@ -65,7 +65,7 @@ def test_rows_round_trip_through_verl_dataset_exactly(tmp_path, tau2_backend, qw
     """Task dumps of different shapes share one parquet file; verl's dataset gives each back unchanged."""
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from slime_tau_plugin.engine.config import TauConfig
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
 
     refs = refs_with_tasks(tau2_backend, "retail", "train") + refs_with_tasks(tau2_backend, "airline", "test")
     rows = verl_rows(refs)
@@ -81,7 +81,7 @@ def test_rows_round_trip_through_verl_dataset_exactly(tmp_path, tau2_backend, qw
 
 
 def test_a_mixed_file_row_ignores_the_other_benchmarks_null_key():
-    from slime_tau_plugin.engine.config import TauConfig
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
 
     extra_info = {"index": 0, "benchmark": "tau2", "domain": "retail", "split": "train", "task_id": "5"}
     extra_info["task_index"] = None  # parquet's null for the tau1 rows' column
@@ -95,7 +95,7 @@ def test_parsers_import_with_torch_installed():
     """Every verl image has torch: SGLang's parsers must import next to it (the real xgrammar, or its parts)."""
     code = (
         "import torch, json\n"
-        "from slime_tau_plugin.engine.tool_calls import import_sglang_parsers\n"
+        "from slime_tau_plugin.engine.chat.tool_calls import import_sglang_parsers\n"
         "FunctionCallParser, Tool, Function, _ = import_sglang_parsers()\n"
         "tools = [Tool(type='function', function=Function(name='f', parameters={'type': 'object'}))]\n"
         "text, calls = FunctionCallParser(tools, 'qwen25').parse_non_stream("
@@ -116,7 +116,7 @@ def test_only_the_newest_turn_keeps_its_routed_experts():
     from verl.workers.rollout.replica import TokenOutput
 
     from slime_tau_plugin.adapters.verl.policy import VerlPolicy
-    from slime_tau_plugin.engine.policy import FinishReason
+    from slime_tau_plugin.engine.policy.client import FinishReason
 
     class Manager:
         async def generate(self, request_id, *, prompt_ids, sampling_params):
@@ -136,7 +136,8 @@ def test_only_the_newest_turn_keeps_its_routed_experts():
 
 def test_ray_imports_after_the_parsers():
     """In verl and slime, Ray is imported first; a script that imports our parsers first must still import Ray."""
-    code = "from slime_tau_plugin.engine.tool_calls import import_sglang_parsers\nimport_sglang_parsers()\nimport ray\n"
+    parsers = "from slime_tau_plugin.engine.chat.tool_calls import import_sglang_parsers\nimport_sglang_parsers()\n"
+    code = parsers + "import ray\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-1000:]
 
@@ -155,7 +156,7 @@ def test_prepare_format_verl_writes_train_and_val_rows_that_load_back(tmp_path, 
     assert f"data.train_files={out.resolve()} data.val_files={val.resolve()}" in done.stdout
     import pandas as pd
 
-    from slime_tau_plugin.engine.config import TauConfig
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
 
     for path, sets in ((out, [("retail", "train")]), (val, [("retail", "test"), ("airline", "test")])):
         frame = pd.read_parquet(path)

@@ -21,7 +21,7 @@ from typing import Any
 
 from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.adapters.slime.metrics import emit, episode_metrics
-from slime_tau_plugin.engine.process import process_registry
+from slime_tau_plugin.engine.shared import process_registry
 
 logger = logging.getLogger(__name__)
 

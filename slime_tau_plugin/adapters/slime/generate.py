@@ -17,12 +17,12 @@ import uuid
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_tokens, stale_mask, stored_state, suspends
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.episode import EpisodeResult
-from slime_tau_plugin.engine.episode_state import METADATA_KEY
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.result import EpisodeResult
+from slime_tau_plugin.engine.episode.state import METADATA_KEY
+from slime_tau_plugin.engine.episode.trajectory import Trajectory
+from slime_tau_plugin.engine.loop.run import AbortCheck
 from slime_tau_plugin.engine.outcome import training_reward
-from slime_tau_plugin.engine.runner import AbortCheck
-from slime_tau_plugin.engine.trajectory import Trajectory
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode, HeldTokens
 from slime_tau_plugin.engine.workers.play import play_request
 from slime_tau_plugin.engine.workers.registry import pool_for

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.result import TerminationReason
 from slime_tau_plugin.engine.errors import FailedEndpoint, FailureGuardError
-from slime_tau_plugin.engine.process import process_registry
+from slime_tau_plugin.engine.shared import process_registry
 
 logger = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.partial import abort_tally, resume_metrics
-from slime_tau_plugin.engine.episode import EpisodeCounters, SampleStatus, TerminationReason
-from slime_tau_plugin.engine.noise import pass_k_intervals
-from slime_tau_plugin.engine.reward_breakdown import reward_breakdown_metrics
-from slime_tau_plugin.engine.task_ref import task_id_of
-from slime_tau_plugin.engine.user_budget import user_token_ledger
+from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
+from slime_tau_plugin.engine.episode.task_ref import task_id_of
+from slime_tau_plugin.engine.metrics.noise import pass_k_intervals
+from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
+from slime_tau_plugin.engine.net.user_budget import user_token_ledger
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ def log_rollout(
     Adds ``rollout/tau/partial/*``: episodes slime aborted since the last step (thrown away or suspended,
     ``partial.AbortTally``) and, over the step's samples, the share resumed, turns reused, off-policy ids; and
     ``rollout/tau/user_tokens/{step,total,refused}``: the LLM user's tokens this step and this run, and the requests
-    its budget refused (``user_budget.py``). This hook ends the budget's step.
+    its budget refused (``net/user_budget.py``). This hook ends the budget's step.
     """
     flat = _flatten(samples)
     metrics = episode_metrics(flat, ROLLOUT_PREFIX, default_domain=_default_domain(args))

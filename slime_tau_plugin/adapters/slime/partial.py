@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
-from slime_tau_plugin.engine.episode_state import METADATA_KEY
-from slime_tau_plugin.engine.process import process_registry
-from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.episode.state import METADATA_KEY
+from slime_tau_plugin.engine.episode.trajectory import Trajectory
+from slime_tau_plugin.engine.shared import process_registry
 
 __all__ = ["AbortTally", "abort_tally", "offpolicy_tokens", "stale_mask", "stored_state", "suspends", "weight_lags"]
 

@@ -36,16 +36,16 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
-from slime_tau_plugin.engine.blocking import run_blocking
-from slime_tau_plugin.engine.config import TauConfig, coerce_field, known_key
-from slime_tau_plugin.engine.episode import EpisodeResult, SampleStatus
+from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
+from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key
+from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.loop.blocking import run_blocking
+from slime_tau_plugin.engine.loop.run import run_episode
+from slime_tau_plugin.engine.net.retry import RetrySettings
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
-from slime_tau_plugin.engine.process import process_registry
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.retry import RetrySettings
-from slime_tau_plugin.engine.runner import run_episode
-from slime_tau_plugin.engine.tool_calls import check_parser_names
+from slime_tau_plugin.engine.shared import process_registry
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.engine.errors import PolicyConnectionError, PolicyError, PolicyProtocolError
-from slime_tau_plugin.engine.policy import FinishReason, GenerateResult
-from slime_tau_plugin.engine.retry import RetrySettings, retry_async
+from slime_tau_plugin.engine.net.retry import RetrySettings, retry_async
+from slime_tau_plugin.engine.policy.client import FinishReason, GenerateResult
 
 ABORT_REASONS = frozenset({"aborted", "abort"})
 LENGTH_REASONS = frozenset({"length"})

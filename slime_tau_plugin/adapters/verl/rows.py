@@ -25,11 +25,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import task_ref_from_sample, task_row
 from slime_tau_plugin.engine.envs import TaskRef
+from slime_tau_plugin.engine.episode.task_ref import task_id_of
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.task_ref import task_id_of
 
 AGENT_NAME = "tau_agent"
 """The name ``TauAgentLoop`` is registered under (``configs/verl/tau_agent_loop.yaml``)."""

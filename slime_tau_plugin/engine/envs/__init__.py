@@ -4,7 +4,7 @@
 backend class and the domains it serves. Config checks names against it without importing τ; the
 backend class is imported only when its benchmark is used, and imports its τ package when constructed
 (a ConfigError with the install steps if it is missing). A new τ version is one module under ``envs/``
-and one line here. The constructed backends are the process registry's (``process.py``), one per name.
+and one line here. The constructed backends are the process registry's (``shared.py``), one per name.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskScript,
 )
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.process import process_registry
+from slime_tau_plugin.engine.shared import process_registry
 
 __all__ = [
     "BENCHMARKS",

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slime_tau_plugin.engine.choices import NLAssertionMode, RewardMode, parse_choice
-from slime_tau_plugin.engine.task_ref import TaskRef
+from slime_tau_plugin.engine.episode.task_ref import TaskRef
 
 if TYPE_CHECKING:
-    from slime_tau_plugin.engine.episode import TerminationReason
+    from slime_tau_plugin.engine.episode.result import TerminationReason
 
 REWARD_METHODS: dict[RewardMode, str] = {RewardMode.FAST: "fast_reward", RewardMode.REFERENCE: "reference_reward"}
 """``tau_reward_mode`` -> the :class:`EnvSession` method that scores an episode: judging is apart from
@@ -153,7 +153,7 @@ class EnvSession(ABC):
         return False
 
     def state_hash(self) -> str:
-        """A hash of this episode's databases (the records it touched: ``cow.touched_hash``).
+        """A hash of this episode's databases (the records it touched: ``copy_on_access.touched_hash``).
 
         A suspended episode stores it; replaying its action log on a fresh session must reach it again.
         """

@@ -26,7 +26,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
-from slime_tau_plugin.engine.envs.cow import touched_hash
+from slime_tau_plugin.engine.envs.copy_on_access import touched_hash
 from slime_tau_plugin.engine.envs.tau1_data import (
     RESPOND,
     Tau1Domain,
@@ -40,7 +40,7 @@ from slime_tau_plugin.engine.envs.tau1_reward import fast_reward, reference_rewa
 from slime_tau_plugin.engine.errors import ConfigError
 
 if TYPE_CHECKING:
-    from slime_tau_plugin.engine.episode import TerminationReason
+    from slime_tau_plugin.engine.episode.result import TerminationReason
 
 SPLITS: dict[str, tuple[str, ...]] = {"airline": ("test",), "retail": ("train", "test", "dev")}
 """v1 has no split listing API: these are the ``task_split`` values its env classes accept."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slime_tau_plugin.engine.envs.base import STOP_MARKER, GoldAction, TaskScript
-from slime_tau_plugin.engine.envs.cow import CopyOnAccessDict
+from slime_tau_plugin.engine.envs.copy_on_access import CopyOnAccessDict
 from slime_tau_plugin.engine.errors import ConfigError, EnvBackendError
 
 RESPOND = "respond"

@@ -25,7 +25,7 @@ from slime_tau_plugin.engine.envs.base import RewardResult
 from slime_tau_plugin.engine.envs.tau1_data import ABSENT, RESPOND, Tau1Domain, gold_database
 
 if TYPE_CHECKING:
-    from slime_tau_plugin.engine.episode import TerminationReason
+    from slime_tau_plugin.engine.episode.result import TerminationReason
 
 Actions = list[tuple[str, dict[str, Any]]]
 """Everything v1 would have in ``env.actions``: tool calls and ``respond`` messages, in order."""

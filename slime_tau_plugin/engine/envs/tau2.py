@@ -24,7 +24,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
-from slime_tau_plugin.engine.envs.cow import CopyOnAccessDict, touched_hash
+from slime_tau_plugin.engine.envs.copy_on_access import CopyOnAccessDict, touched_hash
 from slime_tau_plugin.engine.envs.tau2_data import (
     STOP_MARKER_NAMES,
     Tau2Domain,
@@ -44,7 +44,7 @@ from slime_tau_plugin.engine.envs.tau2_reward import (
 from slime_tau_plugin.engine.errors import ConfigError, EnvBackendError
 
 if TYPE_CHECKING:
-    from slime_tau_plugin.engine.episode import TerminationReason
+    from slime_tau_plugin.engine.episode.result import TerminationReason
 
 TRANSFER_TOOL = "transfer_to_human_agents"
 

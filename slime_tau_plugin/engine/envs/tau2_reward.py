@@ -3,7 +3,7 @@
 ``evaluate_simulation`` rebuilds three environments from disk per episode (the predicted one by
 replaying every tool call, the gold one by replaying the task's reference actions) and hashes whole
 databases: 0.2–1 s of pure Python under the GIL. Here, per process and domain, the pristine database
-is loaded once and each episode gets copy-on-access tables over it (``cow.py``); per task, the gold
+is loaded once and each episode gets copy-on-access tables over it (``copy_on_access.py``); per task, the gold
 database is built once, exactly the way τ²'s environment evaluator builds it; per episode, only the
 records either side touched are compared, with τ²'s own hash function. The action, communicate and
 NL-assertion parts are τ²'s own evaluators called on the episode's messages, and the parts are combined
@@ -26,7 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from slime_tau_plugin.engine.envs.cow import touched_dump_include
+from slime_tau_plugin.engine.envs.copy_on_access import touched_dump_include
 from slime_tau_plugin.engine.envs.tau2_data import GoldOutcome, Tau2Domain, _db, _hash
 from slime_tau_plugin.engine.errors import JudgeError
 

@@ -14,7 +14,7 @@ import pickle
 import socket
 from dataclasses import replace
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
 from slime_tau_plugin.engine.workers.play import play_request

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slime_tau_plugin.engine.episode import EpisodeResult
-from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.engine.episode.result import EpisodeResult
+from slime_tau_plugin.engine.episode.trajectory import Trajectory
 
 
 def tokens_digest(ids: Sequence[int]) -> str:

@@ -12,17 +12,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from slime_tau_plugin.engine.blocking import run_cpu
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import task_ref_from_sample
-from slime_tau_plugin.engine.episode import EpisodeResult
-from slime_tau_plugin.engine.episode_state import EpisodeState
+from slime_tau_plugin.engine.episode.result import EpisodeResult
+from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError, ResumeError
+from slime_tau_plugin.engine.loop.blocking import run_cpu
+from slime_tau_plugin.engine.loop.run import AbortCheck, run_episode
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
-from slime_tau_plugin.engine.policy import require_policy_url
-from slime_tau_plugin.engine.process import process_registry
+from slime_tau_plugin.engine.policy.client import require_policy_url
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.runner import AbortCheck, run_episode
+from slime_tau_plugin.engine.shared import process_registry
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode, HeldTokens
 
 logger = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ second time is FAILED naming both deaths (``EpisodeWorkerError``, failed endpoin
 dying before they answer anything are not replaced for ever (:data:`MAX_SILENT_DEATHS`). Every sample
 names where it ran (``tau_worker``) and the workers lost under it (``tau_worker_lost``).
 
-A transport (``local.py``, ``ray_actors.py``) implements :class:`WorkerSlot`; ``registry.pool_for`` keeps one pool
-per config per process.
+A transport (``process_pool.py``, ``ray_actors.py``) implements :class:`WorkerSlot`; ``registry.pool_for`` keeps one
+pool per config per process.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slime_tau_plugin.engine.choices import WorkerKind
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import EpisodeWorkerError
+from slime_tau_plugin.engine.loop.run import AbortCheck
 from slime_tau_plugin.engine.outcome import failed_result
-from slime_tau_plugin.engine.runner import AbortCheck
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
 from slime_tau_plugin.engine.workers.play import finish
 

@@ -1,6 +1,6 @@
 """The process's episode-worker pools, one per config: :func:`pool_for` starts the config's transport on first use.
 
-Kept apart from ``pools.py`` so the pool base knows no transport: ``local.py`` and ``ray_actors.py`` build on the
+Kept apart from ``pools.py`` so the pool base knows no transport: ``process_pool.py`` and ``ray_actors.py`` build on the
 base, and only this module names them (Ray is imported only when a config asks for it).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import atexit
 
 from slime_tau_plugin.engine.choices import WorkerKind
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.process import SharedMap, process_registry
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.shared import SharedMap, process_registry
 from slime_tau_plugin.engine.workers.pools import WorkerPool
 
 
@@ -47,7 +47,7 @@ async def pool_for(config: TauConfig) -> WorkerPool | None:
 
             pool: WorkerPool = RayPool(config)
         else:
-            from slime_tau_plugin.engine.workers.local import ProcessPool
+            from slime_tau_plugin.engine.workers.process_pool import ProcessPool
 
             pool = ProcessPool(config)
         pools.made.append(pool)

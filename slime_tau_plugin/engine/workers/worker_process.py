@@ -1,6 +1,6 @@
 """A local episode worker: ``python -m slime_tau_plugin.engine.workers.worker_process FD``.
 
-The trainer's process (``local.py``) starts it with one end of a socket pair as file descriptor FD and sends
+The trainer's process (``process_pool.py``) starts it with one end of a socket pair as file descriptor FD and sends
 ``("config", TauConfig, name)`` first, then ``("run", EpisodeRequest)``, ``("abort", request_id)`` and
 ``("stop",)``; the worker answers ``("done", request_id, FinishedEpisode)`` or ``("error", request_id,
 exception)``. Messages are pickled by ``multiprocessing.connection`` over a private socket pair, so only its parent

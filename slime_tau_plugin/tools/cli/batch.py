@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
 from slime_tau_plugin.tools.cli.progress import Progress
 from slime_tau_plugin.tools.cli.run_output import RunDir, SampleWriter, write_summary

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, TaskRef
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.resources import chat_template_for

@@ -1,7 +1,7 @@
 """``rollout``'s flags that set a ``TauConfig`` key, generated from the model's fields: one place per key.
 
 Each flag is ``--`` + the field name with dashes; its type check, choices, default and help are the field's
-(``engine/config.py``), so a value the config would refuse is refused by argparse in one line naming the
+(``engine/config/tau_config.py``), so a value the config would refuse is refused by argparse in one line naming the
 flag. The CLI knows which flag fed which field (:func:`cli_key`), so ``TauConfig.from_values`` names the
 flag in its errors. Two keys keep a flag of their own, written in ``rollout.py`` because their defaults are
 the CLI's (``--tokenizer``, ``--sglang-url``). What the engine writes while a run plays (log lines, a
@@ -15,8 +15,8 @@ import enum
 import re
 from typing import Any
 
-from slime_tau_plugin.engine.config import TauConfig, coerce_field
-from slime_tau_plugin.engine.config_fields import choices, tau_key, value_type
+from slime_tau_plugin.engine.config.fields import choices, tau_key, value_type
+from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field
 from slime_tau_plugin.engine.errors import ConfigError
 
 TASK_FLAGS = ("benchmark", "domain", "split")

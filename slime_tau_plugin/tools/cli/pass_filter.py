@@ -16,7 +16,7 @@ from pathlib import Path
 
 from slime_tau_plugin.engine.data import TaskSet
 from slime_tau_plugin.engine.envs import TaskRef
-from slime_tau_plugin.engine.episode import TerminationReason
+from slime_tau_plugin.engine.episode.result import TerminationReason
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.tools.cli.run_files import read_samples
 from slime_tau_plugin.tools.cli.runner import episode_key

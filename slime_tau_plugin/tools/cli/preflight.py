@@ -16,9 +16,9 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from slime_tau_plugin.engine.config import LLMEndpoint
+from slime_tau_plugin.engine.config.tau_config import LLMEndpoint
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.loop_http import shared_ssl_context
+from slime_tau_plugin.engine.net.loop_http import shared_ssl_context
 
 TIMEOUT_S = 5.0
 

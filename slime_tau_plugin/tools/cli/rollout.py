@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from slime_tau_plugin.engine.choices import PolicyApi, UserKind
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.endpoints import EndpointRole, note_answered
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.replicas import split_urls
+from slime_tau_plugin.engine.net.endpoints import EndpointRole, note_answered
+from slime_tau_plugin.engine.net.replicas import split_urls
 from slime_tau_plugin.tools.cli.args import HelpFormatter, non_negative_float, positive_int, share
 from slime_tau_plugin.tools.cli.batch import play_and_report
 from slime_tau_plugin.tools.cli.context_check import check_prompt_fits
@@ -212,8 +212,8 @@ def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any)
 
 
 def run(ns: argparse.Namespace) -> int:
+    from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir, load_tokenizer
     from slime_tau_plugin.engine.envs import get_backend
-    from slime_tau_plugin.engine.templates import default_tokenizer_dir, load_tokenizer
     from slime_tau_plugin.tools.cli.run_output import choose_run_dir, open_run_dir, read_previous_summary
     from slime_tau_plugin.tools.cli.run_record import check_resumable, run_record
     from slime_tau_plugin.tools.cli.runner import Episode, episode_key

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slime_tau_plugin.engine.episode.task_ref import task_id_of
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.task_ref import task_id_of
 
 WHAT = "pass a file slime wrote with --save-debug-rollout-data (e.g. rollout_data/3.pt) or a directory of them"
 TORCH_HINT = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"

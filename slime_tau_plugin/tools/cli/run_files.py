@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slime_tau_plugin.engine.episode.task_ref import task_id_of
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.task_ref import task_id_of
 
 RERUN = "pass the --out directory of a 'slime-tau rollout' run"
 

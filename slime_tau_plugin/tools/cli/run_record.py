@@ -18,8 +18,8 @@ from typing import Any
 from slime_tau_plugin import __version__
 from slime_tau_plugin.engine.choices import UserKind
 from slime_tau_plugin.engine.envs import TaskRef
+from slime_tau_plugin.engine.episode.limits import EpisodeLimits
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.limits import EpisodeLimits
 
 TASK_SET_SETTINGS = ("benchmark", "domain", "split", "tasks", "samples_per_task")
 """What defines the (task, trial) pairs a run holds: a resume with another value would mix task sets."""

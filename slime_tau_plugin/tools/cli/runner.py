@@ -27,12 +27,12 @@ from slime_tau_plugin.adapters.slime.metrics import (
     per_task_outcomes,
     per_task_table,
 )
-from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.envs import TaskRef
-from slime_tau_plugin.engine.episode import SampleStatus
-from slime_tau_plugin.engine.loop_http import aclose_all
-from slime_tau_plugin.engine.task_ref import task_id_of
+from slime_tau_plugin.engine.episode.result import SampleStatus
+from slime_tau_plugin.engine.episode.task_ref import task_id_of
+from slime_tau_plugin.engine.net.loop_http import aclose_all
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
 
 

@@ -66,7 +66,7 @@ def run(ns: argparse.Namespace) -> int:
         from slime_tau_plugin.tools.cli import serve_model
 
         return serve_model.run(ns)
-    from slime_tau_plugin.engine.templates import default_tokenizer_dir, load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir, load_tokenizer
     from slime_tau_plugin.tools.faults.spec import injector_for
     from slime_tau_plugin.tools.servers import OracleModel, build_sglang_server, select_task_sets
 

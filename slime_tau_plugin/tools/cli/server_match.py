@@ -25,7 +25,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.loop_http import shared_ssl_context
+from slime_tau_plugin.engine.net.loop_http import shared_ssl_context
 
 __all__ = [
     "check_served_model",
@@ -94,7 +94,7 @@ def check_server_tokenizer(url: str, tokenizer: Any, tokenizer_dir: str, flag: s
     elif Path(served).is_dir():
         if Path(served).resolve() == Path(tokenizer_dir).resolve():
             return
-        from slime_tau_plugin.engine.templates import load_tokenizer
+        from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
         theirs = list(load_tokenizer(served).encode(text, add_special_tokens=False))
     else:

@@ -235,7 +235,7 @@ def _show_dump(ns: argparse.Namespace) -> int:
 
 
 def _decoder(tokenizer_dir: str) -> Decode:
-    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
     return lambda ids: tokenizer.decode(ids, skip_special_tokens=False)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slime_tau_plugin.engine.chat.templates import ChatTemplate
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.templates import ChatTemplate
 from slime_tau_plugin.tools.cli.rollout_dump import is_dump_path, pick_dump, read_dump
 from slime_tau_plugin.tools.cli.run_files import (
     ShownSample,
@@ -94,7 +94,7 @@ def verify_run(
     Raises:
         ConfigError: unreadable run directory or model, or a row that is not a sample (bad input, exit 2).
     """
-    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
     from slime_tau_plugin.tools.model import import_torch, load_causal_lm
     from slime_tau_plugin.tools.model.teacher import teacher_log_probs
 
@@ -144,7 +144,7 @@ def check_run_tokenizer(run_dir: str, model_dir: str, tokenizer: Any) -> None:
     Raises:
         ConfigError: the two differ (one line naming both); a run that records no usable tokenizer is not compared.
     """
-    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
     from slime_tau_plugin.tools.cli.server_match import tokenizers_differ_at
 
     try:

@@ -2,7 +2,7 @@
 ``env_hang``, ``reward_raise``; kinds in ``spec.py``).
 
 A tool turns them on (the soak, ``slime-tau rollout`` under ``TAU_FAULTS``, tests) with
-:func:`install_env_faults`: it installs a backend wrapper in the process registry (``engine/process.py``), and
+:func:`install_env_faults`: it installs a backend wrapper in the process registry (``engine/shared.py``), and
 ``EpisodeResources`` wraps the τ backend of every resources built from then on (resources are keyed by the
 wrapper, so a config built before gets fresh ones). ``install_env_faults(None)`` turns them off for resources
 built after. The spec is read once, at install, and each wrapper draws from the one injector it was installed
@@ -28,12 +28,12 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
-from slime_tau_plugin.engine.process import process_registry
+from slime_tau_plugin.engine.shared import process_registry
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultKind, FaultRule, FaultSpec, spec_from_env
 
 if TYPE_CHECKING:
-    from slime_tau_plugin.engine.config import TauConfig
-    from slime_tau_plugin.engine.episode import TerminationReason
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
+    from slime_tau_plugin.engine.episode.result import TerminationReason
 
 _STEP_KINDS = frozenset({FaultKind.ENV_RAISE, FaultKind.ENV_HANG})
 

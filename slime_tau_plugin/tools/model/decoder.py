@@ -30,7 +30,7 @@ class ModelDecoder:
     """A model directory (weights + tokenizer) ready to generate; not thread-safe (one request at a time)."""
 
     def __init__(self, model_dir: str, device: str | None = None) -> None:
-        from slime_tau_plugin.engine.templates import load_tokenizer
+        from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
         self.model_dir = model_dir
         self.model, self.device = load_causal_lm(model_dir, device)

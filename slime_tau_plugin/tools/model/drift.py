@@ -14,7 +14,7 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from slime_tau_plugin.engine.templates import ChatTemplate
+from slime_tau_plugin.engine.chat.templates import ChatTemplate
 
 
 def text_drift(template: ChatTemplate, tokens: Sequence[int], messages: Any, tools: Any, prompt_len: int) -> int | None:

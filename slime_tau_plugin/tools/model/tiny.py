@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from slime_tau_plugin.engine.chat.templates import ChatTemplate, load_tokenizer
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.templates import ChatTemplate, load_tokenizer
 from slime_tau_plugin.tools.model import import_torch
 
 ARCHS = ("qwen2", "qwen3", "llama")

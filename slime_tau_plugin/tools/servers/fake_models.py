@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from slime_tau_plugin.engine.blocking import prepare_for_threads
+from slime_tau_plugin.engine.chat.templates import ChatTemplate
 from slime_tau_plugin.engine.envs.base import TaskScript
-from slime_tau_plugin.engine.templates import ChatTemplate
+from slime_tau_plugin.engine.loop.blocking import prepare_for_threads
 from slime_tau_plugin.tools.servers.oracle_tasks import KnownTask, Move, MoveKind, ScriptIndex, TaskGroup
 from slime_tau_plugin.tools.servers.sglang_server import ModelOutput
 from slime_tau_plugin.tools.servers.tool_call_formats import format_tool_call, get_format

@@ -28,8 +28,8 @@ from typing import Any
 
 from aiohttp import web
 
-from slime_tau_plugin.engine.blocking import prepare_for_threads
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.loop.blocking import prepare_for_threads
 from slime_tau_plugin.tools.faults.spec import TRANSPORT_KINDS, FaultInjector, FaultKind, FaultRule
 from slime_tau_plugin.tools.servers.fault_injection import drop_connection, early_reply, send_cut
 

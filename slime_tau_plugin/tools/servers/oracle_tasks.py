@@ -29,7 +29,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.envs import get_backend
 from slime_tau_plugin.engine.envs.base import EnvSession, EnvToolCall, GoldAction, StepResult, TaskScript
-from slime_tau_plugin.engine.task_ref import TaskRef
+from slime_tau_plugin.engine.episode.task_ref import TaskRef
 
 __all__ = ["KnownTask", "Move", "MoveKind", "ScriptIndex", "TaskGroup"]
 

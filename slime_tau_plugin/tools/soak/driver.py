@@ -20,9 +20,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.engine import endpoints
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.envs import get_backend
+from slime_tau_plugin.engine.net import endpoints
 from slime_tau_plugin.tools.faults.env import install_env_faults
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.soak.checks import alignment_problem, is_lost

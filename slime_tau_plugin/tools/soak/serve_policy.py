@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", default=None)
     ns = p.parse_args(argv)
 
-    from slime_tau_plugin.engine.templates import load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
     from slime_tau_plugin.tools.faults.spec import injector_for
     from slime_tau_plugin.tools.servers import build_sglang_server
 

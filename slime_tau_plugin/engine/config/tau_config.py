@@ -1,0 +1,218 @@
+"""``TauConfig``: every knob of the plugin in one frozen pydantic model; each key declared once.
+
+Sources, in order of precedence: explicit keyword arguments (CLI), then slime ``args`` attributes
+named ``tau_<field>`` (set by slime's ``--custom-config-path`` YAML), then slime's own args
+(``rollout_max_context_len``, ``hf_checkpoint``, ``sglang_router_ip``...), then defaults. Only this
+module reads ``os.environ`` (for API keys named by ``*_api_key_env``).
+
+The type boundary: each field's name, type, default, range and help text are its declaration in
+``config_keys.py`` (``config_fields.setting``); pydantic checks every value from any front door (a quoted
+number becomes a number, a choice becomes its enum from ``choices.py``, unknown keys are refused) and a
+refusal is one ``ConfigError`` line naming the key as that front door spells it (``tau_<field>``, or the
+CLI's flag: :meth:`TauConfig.from_values`). The CLI generates its ``rollout`` flags from these fields. The
+config is hashable and equal by value: it is the key of the process resources (``resources.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError, ValidationInfo, field_validator, model_validator
+
+from slime_tau_plugin.engine.choices import AgentErrorRule, UserKind
+from slime_tau_plugin.engine.config import fields as cf
+from slime_tau_plugin.engine.config.fields import known_key
+from slime_tau_plugin.engine.config.keys import TauKeys
+from slime_tau_plugin.engine.config.slime_args import slime_values
+from slime_tau_plugin.engine.envs import BENCHMARKS, check_domain
+from slime_tau_plugin.engine.episode.limits import EpisodeLimits
+from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.net.replicas import bad_url, split_urls
+from slime_tau_plugin.engine.net.user_budget import TokenBudget
+
+__all__ = ["LLMEndpoint", "TauConfig", "coerce_field", "env_secret", "known_key"]
+
+
+@dataclass(frozen=True, slots=True)
+class LLMEndpoint:
+    """An OpenAI-compatible chat endpoint (user simulator or NL-assertion judge).
+
+    The API key is never part of config: ``api_key_env`` names the environment variable holding it.
+    """
+
+    base_url: str
+    """e.g. ``http://127.0.0.1:30001/v1`` (``/chat/completions`` is appended); several replicas comma-separated."""
+    model: str
+    api_key_env: str | None = None
+    timeout_s: float = 60.0
+    """Per-request timeout."""
+    retries: int = 4
+    """Tries per request for connection errors, timeouts, 429 and 5xx."""
+    temperature: float = 0.0
+
+    @property
+    def api_key(self) -> str | None:
+        return env_secret(self.api_key_env)
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The replicas' base URLs (one for a single endpoint)."""
+        return split_urls(self.base_url)
+
+
+class TauConfig(TauKeys):
+    """Plugin configuration. YAML key = ``tau_`` + field name (e.g. ``tau_domain: airline``); keys: ``TauKeys``."""
+
+    def __init__(self, /, **values: Any) -> None:
+        """Build from keyword values; a refused value is one ``ConfigError`` line naming its ``tau_*`` key."""
+        self._validate(values, cf.tau_key)
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any], *, key_of: cf.KeyNamer = cf.tau_key) -> TauConfig:
+        """Build from ``values``; a refusal names each key as ``key_of`` spells it (the CLI: the flag it typed).
+
+        Raises:
+            ConfigError: one line naming the key, the value and what is expected.
+        """
+        config = cls.__new__(cls)
+        config._validate(values, key_of)
+        return config
+
+    def _validate(self, values: dict[str, Any], key_of: cf.KeyNamer) -> None:
+        """pydantic's check into ``self`` (what ``BaseModel.__init__`` does), with ``key_of`` as its context: a
+        custom ``__init__`` makes ``model_validate`` drop the context, so both doors come here."""
+        try:
+            self.__pydantic_validator__.validate_python(values, self_instance=self, context={"key_of": key_of})
+        except ValidationError as exc:
+            raise ConfigError(cf.refusal(exc, type(self).model_fields, key_of)) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name and cf.refuses_bool(cls.model_fields[info.field_name], value):
+            raise ValueError("a boolean is not a number")
+        return value
+
+    @field_validator("user_base_url", "judge_base_url", mode="before")
+    @classmethod
+    def _replica_urls(cls, value: Any, info: ValidationInfo) -> Any:
+        """One URL, several comma-separated, or a list (slime's YAML, verl's config): one comma-joined string,
+        each URL checked."""
+        if value is None or not isinstance(value, (str, Sequence)):
+            return value
+        urls = split_urls(value)
+        key = cf.key_namer(info.context)(info.field_name or "")
+        if not urls:
+            raise ConfigError(f"{key}={value!r} names no URL; expected e.g. http://host:8000/v1 (several: a,b)")
+        twice = sorted({url for url in urls if urls.count(url) > 1})
+        if twice:
+            raise ConfigError(f"{key} lists {twice[0]} twice; name each replica once")
+        for url in urls:
+            if bad_url(url):
+                raise ConfigError(
+                    f"{key} has {url!r}, which is not an http(s) URL; expected e.g. http://host:8000/v1 "
+                    "(several replicas: comma-separated)"
+                )
+        return ",".join(urls)
+
+    @model_validator(mode="after")
+    def _combinations(self, info: ValidationInfo) -> TauConfig:
+        """Settings that only work together (each value alone is already checked)."""
+        key = cf.key_namer(info.context)
+        check_domain(self.benchmark, self.domain)
+        if self.user is UserKind.LLM and not (self.user_base_url and self.user_model):
+            raise ConfigError(
+                f"{key('user')}=llm needs {key('user_base_url')} (an OpenAI-compatible base URL, e.g. "
+                f"http://host:8000/v1) and {key('user_model')}; the API key comes from the environment variable "
+                f"named by {key('user_api_key_env')}"
+            )
+        if bool(self.judge_base_url) != bool(self.judge_model):
+            raise ConfigError(f"{key('judge_base_url')} and {key('judge_model')} must be set together (or neither)")
+        budget = self.user_token_budget_per_step is not None or self.user_token_budget_total is not None
+        if budget and self.episode_workers:
+            raise ConfigError(
+                f"{key('user_token_budget_per_step')}/{key('user_token_budget_total')} cannot be kept with "
+                f"{key('episode_workers')}={self.episode_workers}: the budget's counter lives in one process; "
+                f"set {key('episode_workers')}: 0 or drop the budget"
+            )
+        return self
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(cls.model_fields)
+
+    @classmethod
+    def from_args(cls, args: Any, **overrides: Any) -> TauConfig:
+        """Build from slime's ``args`` (a minimal object is fine: every attribute is optional); ``overrides`` win.
+
+        Budgets follow slime's multi-turn convention: ``config_slime.slime_values``.
+
+        Raises:
+            ConfigError: a ``tau_*`` attribute is not a known key (the message names the closest one), or a
+                value is invalid.
+        """
+        values = slime_values(args, cls.field_names(), coerce_field)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def limits(self) -> EpisodeLimits:
+        """The harness rules this run applies: each ``tau_*`` key, else the benchmark's own default."""
+        spec = BENCHMARKS[self.benchmark]
+        errors = spec.max_errors if self.max_errors is None else self.max_errors
+        steps = spec.max_steps if self.max_steps is None else self.max_steps
+        rule = self.agent_error_rule or AgentErrorRule(spec.agent_error_rule)
+        return EpisodeLimits(errors or None, steps or None, rule)
+
+    def user_endpoint(self) -> LLMEndpoint | None:
+        """The LLM user's endpoint, or None for the scripted user."""
+        if self.user is not UserKind.LLM:
+            return None
+        return LLMEndpoint(
+            self.user_base_url or "",
+            self.user_model or "",
+            self.user_api_key_env,
+            self.user_timeout_s,
+            self.user_retries,
+            self.user_temperature,
+        )
+
+    @property
+    def user_token_budget(self) -> TokenBudget:
+        """The LLM user's token limits per rollout step and per run (``net/user_budget.py``)."""
+        return TokenBudget(self.user_token_budget_per_step, self.user_token_budget_total)
+
+    def judge_endpoint(self) -> LLMEndpoint | None:
+        """The NL-assertion judge's endpoint, or None for τ's default judge."""
+        if not self.judge_base_url:
+            return None
+        return LLMEndpoint(
+            self.judge_base_url,
+            self.judge_model or "",
+            self.judge_api_key_env,
+            self.judge_timeout_s,
+            self.judge_retries,
+        )
+
+
+def coerce_field(name: str, value: Any, key: str | None = None) -> Any:
+    """``value`` as field ``name``'s type (``"30"`` -> 30 for an int, ``"fast"`` -> RewardMode.FAST), range checked.
+
+    ``key`` is how the message names the setting (default ``tau_<name>``; ``""``: the value alone, for a flag
+    parser that names the flag itself).
+
+    Raises:
+        ConfigError: naming the key, the value and what is expected.
+    """
+    field = TauConfig.model_fields[name]
+    key = cf.tau_key(name) if key is None else key
+    shown = f"{key}={value!r}" if key else repr(value)
+    return cf.checked_value(field, value, shown, nullable=bool(key))
+
+
+def env_secret(var_name: str | None) -> str | None:
+    """Read an API key from the environment variable the config names (never from config itself)."""
+    return os.environ.get(var_name) if var_name else None

@@ -1,0 +1,6 @@
+"""The policy seam: what the loop asks of the model (``client``: ``PolicyClient``, ``GenerateResult``,
+``FinishReason``, the ``POLICY_CLIENTS`` table) and one client per wire protocol (``sglang``, ``openai``).
+
+May import: ``config``, ``net``, ``shared``, ``errors``, ``choices``; the clients are reached through the table, by
+dotted path.
+"""
