@@ -33,3 +33,18 @@ def test_generate_matches_slimes_custom_function_contract():
     assert inspect.iscoroutinefunction(fn)
     params = list(inspect.signature(fn).parameters)
     assert params[:3] == ["args", "sample", "sampling_params"] and "evaluation" in params
+
+
+def test_the_engine_imports_without_any_adapter_and_generate_resolves_on_use():
+    """``import slime_tau_plugin.engine`` loads no adapter; ``generate`` is slime's function however it is reached."""
+    code = (
+        "import sys, importlib, slime_tau_plugin.engine;"
+        "print(sorted(m for m in sys.modules if m.startswith('slime_tau_plugin.adapters')));"
+        "module = importlib.import_module('slime_tau_plugin.generate');"  # slime's flag path, imported first
+        "import slime_tau_plugin;"
+        "from slime_tau_plugin import generate;"
+        "print(generate is module.generate is slime_tau_plugin.generate, generate.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == "True slime_tau_plugin.adapters.slime.generate"
