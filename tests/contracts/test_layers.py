@@ -139,3 +139,60 @@ def test_a_trainer_process_loads_no_tool_module():
     code = f"import sys, {hooks}; print(sorted(m for m in sys.modules if '.tools' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# Inside the engine, its sub-packages (and the few modules directly under engine/) are floors too, from the ground up.
+# A floor imports only floors below it (never one beside it or above it), so the sub-packages form no circle either.
+# Each sub-package's __init__ says the same in words ("May import: ...").
+ENGINE_FLOORS = (
+    ("errors", "metrics"),
+    ("choices",),
+    ("shared",),
+    ("episode", "chat", "net"),
+    ("envs",),
+    ("config",),
+    ("users", "policy", "outcome", "data"),
+    ("resources",),
+    ("loop",),
+    ("workers",),
+    ("agent",),
+)
+ENGINE_FLOOR = {unit: floor for floor, units in enumerate(ENGINE_FLOORS) for unit in units}
+
+
+def _engine_unit(module: str) -> str | None:
+    """The sub-package or module directly under engine/ that ``module`` belongs to (None: not in the engine)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "engine" else None
+
+
+def test_the_engine_floors_name_every_sub_package_and_module_under_it():
+    engine = PACKAGE / "engine"
+    units = {
+        p.stem if p.is_file() else p.name for p in engine.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()
+    }
+    assert units - {"__init__"} == set(ENGINE_FLOOR)
+    assert len([p for p in engine.glob("*.py") if p.stem != "__init__"]) <= 12  # a few modules; the rest in folders
+    for unit in ENGINE_FLOOR:
+        init = engine / unit / "__init__.py"
+        if init.exists():
+            assert "May import" in (ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""), unit
+
+
+def test_engine_sub_packages_import_only_floors_below_them():
+    modules = _sources()
+    wrong = []
+    for module, path in sorted(modules.items()):
+        unit = _engine_unit(module)
+        if unit is None:
+            continue
+        for name in sorted(_imports(path)):
+            target = _existing(name, modules)
+            target_unit = target and _engine_unit(target)
+            if target_unit is None or target_unit == unit:
+                continue
+            if ENGINE_FLOOR[target_unit] >= ENGINE_FLOOR[unit]:
+                wrong.append(
+                    f"{path.relative_to(PACKAGE.parent)} imports {target} ({unit} may not import {target_unit})"
+                )
+    assert wrong == []

@@ -5,6 +5,9 @@ backend class and the domains it serves. Config checks names against it without 
 backend class is imported only when its benchmark is used, and imports its τ package when constructed
 (a ConfigError with the install steps if it is missing). A new τ version is one module under ``envs/``
 and one line here. The constructed backends are the process registry's (``shared.py``), one per name.
+
+May import: ``net`` (τ²'s judge replicas), ``episode`` (values), ``shared``, ``errors``, ``choices``; never
+``config`` (which reads this table) or anything above it.
 """
 
 from __future__ import annotations

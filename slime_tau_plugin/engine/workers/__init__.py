@@ -4,4 +4,6 @@ A front door (slime's ``generate``, the CLI) turns its sample into an :class:`~.
 back a :class:`~.messages.FinishedEpisode`; :func:`~.play.play_request` is the one function that plays a request,
 in the trainer's process (``tau_episode_workers: 0``), in a worker process (``process_pool.py``) or in a Ray actor
 (``ray_actors.py``), so the three give the same samples. ``pools.py`` picks the place from the config.
+
+May import: ``loop``, ``resources`` and everything below them; never an adapter (the front doors import this).
 """
