@@ -1,4 +1,4 @@
-"""DESIGN §4 invariants, asserted on every sample a test produces (one shared checker)."""
+"""The invariants of docs/ARCHITECTURE.md, asserted on every sample a test produces (one shared checker)."""
 
 from __future__ import annotations
 

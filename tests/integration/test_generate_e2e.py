@@ -1,7 +1,7 @@
 """End to end through slime's entry point: real HTTP, our oracle server, real τ² environments.
 
 Several episodes run concurrently through ``generate`` with a Sample stand-in that enforces slime's
-``append_response_tokens`` rules; every DESIGN §4 invariant is asserted on every sample.
+``append_response_tokens`` rules; every invariant of docs/ARCHITECTURE.md is asserted on every sample.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``TrainableToolCallingAgent`` runs for real with the real ``ScriptedUser``, ``ChatTemplate``, ``Trajectory``
 and SGLang's ``qwen25`` parser; only the policy, the τ environment and the tokenizer are fakes
-(``tests/fakes.py``). Every episode is checked for the trajectory invariants (DESIGN §4) and the shape of
-its frozen ``EpisodeResult`` by :func:`play`.
+(``tests/fakes.py``). Every episode is checked for the trajectory invariants (docs/ARCHITECTURE.md, Invariants)
+and the shape of its frozen ``EpisodeResult`` by :func:`play`.
 """
 
 from __future__ import annotations

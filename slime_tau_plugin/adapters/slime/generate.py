@@ -111,7 +111,7 @@ def slime_abort_check(args: Any) -> AbortCheck | None:
 def fill_sample(
     args: Any, sample: Any, finished: FinishedEpisode, config: TauConfig, *, evaluation: bool = False
 ) -> None:
-    """Write an episode into slime's Sample (DESIGN §4 invariants hold on return).
+    """Write an episode into slime's Sample (the invariants of docs/ARCHITECTURE.md hold on return).
 
     A resumed episode keeps the response the sample already holds (slime may have zeroed its mask:
     ``--mask-offpolicy-in-partial-rollout``) and appends what this step added; a suspended one keeps its
@@ -139,7 +139,7 @@ def fill_sample(
     if kept or config.max_weight_lag is not None:
         ours = stale_mask(traj, config.max_weight_lag)
         mask = [min(a, b) for a, b in zip(held_mask, ours, strict=False)] + ours[len(held_mask) :]
-        sample.loss_mask = mask  # DESIGN §4: a masked id's log-prob is 0.0, whoever masked it
+        sample.loss_mask = mask  # invariants (docs/ARCHITECTURE.md): a masked id's log-prob is 0.0, whoever masked it
         sample.rollout_log_probs = [lp if m else 0.0 for lp, m in zip(sample.rollout_log_probs, mask, strict=True)]
     sample.response = finished.response_text
     sample.status = type(sample).Status[termination.status.name]

@@ -45,7 +45,8 @@ class Fidelity(str, enum.Enum):
     """Equal after every turn."""
     REWRITES_HISTORY = "rewrites_history"
     """Each continuation is the template's own text at its moment, but re-rendering the finished conversation
-    changes earlier text (Qwen3 hides old ``<think>`` blocks): the held ids are what the model saw (DESIGN §4)."""
+    changes earlier text (Qwen3 hides old ``<think>`` blocks): the held ids are what the model saw
+    (docs/ARCHITECTURE.md, Invariants)."""
     UNSAFE_BOUNDARY = "unsafe_boundary"
     """The end-of-turn is plain text that merges with what follows: continuations are tokenized on their own
     (counted per sample in ``template_fallbacks``)."""

@@ -97,7 +97,7 @@ class TerminationReason(str, enum.Enum):
 
     @property
     def status(self) -> SampleStatus:
-        """The status a trainer records (DESIGN §4)."""
+        """The status a trainer records (docs/ARCHITECTURE.md, Invariants)."""
         if self.is_scored:
             return SampleStatus.COMPLETED
         if self.is_failure:

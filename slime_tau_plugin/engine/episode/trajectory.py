@@ -1,9 +1,9 @@
 """Token-exact bookkeeping of one episode: held ids, loss mask, log-probs and budgets.
 
-This module owns DESIGN §4's TITO and mask invariants. It stores what the server generated unchanged
-(mask 1, with its log-probs and SGLang ``meta_info``) and template continuations (mask 0, log-prob 0.0),
-checks lengths on every append, and derives the flat views slime wants. It knows nothing about slime,
-HTTP or τ.
+This module owns the TITO and mask invariants (docs/ARCHITECTURE.md, Invariants). It stores what the server
+generated unchanged (mask 1, with its log-probs and SGLang ``meta_info``) and template continuations (mask 0,
+log-prob 0.0), checks lengths on every append, and derives the flat views slime wants. It knows nothing about
+slime, HTTP or τ.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What every sample ``generate`` returns must satisfy for slime to train on it (or drop it cleanly).
 
 The soak's counters, not assertions: one misaligned sample among thousands must be counted and named,
-not stop the run. The rules are DESIGN §4's invariants in their cheapest form.
+not stop the run. The rules are the invariants of docs/ARCHITECTURE.md in their cheapest form.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Trajectory bookkeeping and TokenBudget arithmetic (DESIGN §4: TITO and mask invariants)."""
+"""Trajectory bookkeeping and TokenBudget arithmetic (docs/ARCHITECTURE.md, Invariants: TITO and masks)."""
 
 from __future__ import annotations
 
