@@ -5,8 +5,8 @@
 LLM user's client. It is everything an episode needs except the policy, which each front door injects
 per episode (``engine.EpisodeEngine``).
 
-Owner, key and lifetime: :meth:`EpisodeResources.for_config` is the one cache, kept in the process registry
-(``shared.py``: ``ProcessRegistry.resources``). Its key is everything the resources are built from: the frozen
+Owner, key and lifetime: :meth:`EpisodeResources.for_config` is the one cache, kept in the shared state
+(``shared.py``: ``SharedState.resources``). Its key is everything the resources are built from: the frozen
 ``TauConfig`` (hashable: every field is a value), the identity of a tokenizer the caller brings (verl brings
 its own; the entry holds it, so its id stays unique) and the backend wrapper a tool installed (none unless a
 tool turned fault injection on); an entry lives as long as the process. The first call for a key builds the
@@ -36,7 +36,7 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, get_backend
 from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
 from slime_tau_plugin.engine.policy.client import PolicyClient, policy_client
-from slime_tau_plugin.engine.shared import BackendWrapper, process_registry
+from slime_tau_plugin.engine.shared import BackendWrapper, shared_state
 from slime_tau_plugin.engine.users.chat_client import ChatClient
 from slime_tau_plugin.engine.users.simulators import user_client
 
@@ -127,13 +127,13 @@ class EpisodeResources:
     def build(cls, config: TauConfig, *, tokenizer: Any = None, backend: EnvBackend | None = None) -> EpisodeResources:
         """Build synchronously (slow on first use: run it off the event loop; :meth:`for_config` does). The τ
         backend (``backend``, else the process's for ``tau_benchmark``) goes through the backend wrapper a tool
-        installed in the process registry, if any.
+        installed in the shared state, if any.
 
         Raises:
             MissingSettingError: no tokenizer path is configured and none is given.
             ConfigError: the tokenizer, parser names or benchmark cannot be used.
         """
-        return cls._build(config, tokenizer, backend, process_registry().backend_wrapper)
+        return cls._build(config, tokenizer, backend, shared_state().backend_wrapper)
 
     @classmethod
     def _build(
@@ -147,7 +147,7 @@ class EpisodeResources:
                     "no tokenizer: set tau_tokenizer_path or slime's --hf-checkpoint to a local directory"
                 )
             path, remote = config.tokenizer_path, config.trust_remote_code
-            tokenizer = process_registry().tokenizers.get((path, remote), lambda: load_tokenizer(path, remote))
+            tokenizer = shared_state().tokenizers.get((path, remote), lambda: load_tokenizer(path, remote))
         backend = backend if backend is not None else get_backend(config.benchmark)
         _load_tasks(backend, config)
         return cls(
@@ -175,7 +175,7 @@ class EpisodeResources:
         Raises:
             MissingSettingError, ConfigError: as :meth:`build` (not cached; the next call retries).
         """
-        wrapper = process_registry().backend_wrapper
+        wrapper = shared_state().backend_wrapper
         key = (config, id(tokenizer) if tokenizer is not None else None, wrapper)
 
         def build() -> EpisodeResources:
@@ -184,4 +184,4 @@ class EpisodeResources:
             logger.info("slime-tau-plugin resources ready: %r", config)
             return built
 
-        return await process_registry().resources.aget(key, build)
+        return await shared_state().resources.aget(key, build)

@@ -1,12 +1,15 @@
-"""The process's shared state in one object: :class:`ProcessRegistry`, reached through :func:`process_registry`.
+"""The process's shared state in one object: :class:`SharedState`, reached through :func:`shared_state`.
 
 slime and verl play many episodes in one process, and a few things exist once per process: the resources of a
 config (``resources.py``: their one cache lives here), the thread pools of ``run_blocking`` (``blocking.py``),
 the τ backends (``envs.get_backend``), τ²'s judge setting (``envs/tau2_judge.py``), the endpoint guards
 (``endpoints.py``), slime's failure window (``adapters/slime/group_filter.py``) and once-only log lines. They
 live in this one object, not in module globals, each part behind its own lock, so a reader finds all process
-state in one place. The instance sits at the bottom of the engine (this module imports only ``errors``) because
-``blocking`` and ``envs`` sit below ``resources``; ``resources.py`` is its owner and main user.
+state in one place. The parts every episode needs are typed attributes (``resources``, ``pools``, ``tokenizers``,
+``backends``); a module's own process-wide part is found by its class (:meth:`SharedState.part`: the endpoint
+guards' ``EndpointRegistry``, the user's ``UserTokenLedger``, slime's failure window), so the lookup is typed and
+no two modules can pick the same name. The instance sits at the bottom of the engine (this module imports only
+``errors``) because ``blocking`` and ``envs`` sit below ``resources``; ``resources.py`` is its owner and main user.
 
 Settings are passed in, never "first caller wins":
 
@@ -15,10 +18,10 @@ Settings are passed in, never "first caller wins":
   caller's tokenizer and the installed backend wrapper), a pool's key its size. Keying costs at most a second
   build and never refuses a valid mix of settings (a CLI run and its evaluation config share a process).
 - A third party's process-wide setting that cannot be keyed (τ² reads its judge from module globals) is
-  settled (:meth:`ProcessRegistry.settle`): the first value is applied, the same one again is a no-op, a different
+  settled (:meth:`SharedState.settle`): the first value is applied, the same one again is a no-op, a different
   one raises ``ConfigError`` naming both. Keeping the first silently would score episodes with the wrong judge.
 
-Tools change the engine only by installing a backend wrapper (:meth:`ProcessRegistry.install_backend_wrapper`:
+Tools change the engine only by installing a backend wrapper (:meth:`SharedState.install_backend_wrapper`:
 fault injection wraps the τ backend from outside); the engine never asks whether a fault is on.
 """
 
@@ -111,7 +114,7 @@ class SharedMap(Generic[V]):
         future.set_exception(exc)
 
 
-class ProcessRegistry:
+class SharedState:
     """Everything one process shares across episodes and event loops (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -125,7 +128,7 @@ class ProcessRegistry:
         parses each once, whatever number of configs name it (a run's train and eval configs, the CLI's domains)."""
         self.backends: SharedMap[Any] = SharedMap("backends")  # EnvBackend by benchmark name
         """τ backends by benchmark name (``tau1``, ``tau2``); a backend takes no settings."""
-        self._components: SharedMap[Any] = SharedMap("components")
+        self._parts: SharedMap[Any] = SharedMap("parts")
         self._notes: SharedMap[dict[Hashable, Any]] = SharedMap("notes")
         self._seen: set[tuple[str, Hashable]] = set()
         self._seen_lock = threading.Lock()
@@ -134,11 +137,11 @@ class ProcessRegistry:
         self._wrapper: BackendWrapper | None = None
         self._wrapper_lock = threading.Lock()
 
-    def component(self, name: str, build: Callable[[], V]) -> V:
-        """The process's one ``name`` part, built by ``build()`` on first use: a module's own registry that is
-        process-wide by design (``endpoints``: every episode shares an endpoint's slots and breaker; slime's
-        failure guard: one window over a run's groups)."""
-        return self._components.get(name, build)
+    def part(self, kind: type[V]) -> V:
+        """The process's one ``kind()``, built on first use: a module's own part that is process-wide by design
+        (``EndpointRegistry``: every episode shares an endpoint's slots and breaker; slime's failure guard: one
+        window over a run's groups). Keyed by the class, so each owner declares a class of its own for it."""
+        return self._parts.get(kind, kind)
 
     def first_time(self, topic: str, key: Hashable) -> bool:
         """True only the first time this process sees ``key`` under ``topic`` (a warning logged once per key)."""
@@ -183,9 +186,9 @@ class ProcessRegistry:
             self._wrapper = wrapper
 
 
-_PROCESS = ProcessRegistry()
+_PROCESS = SharedState()
 
 
-def process_registry() -> ProcessRegistry:
-    """This process's one :class:`ProcessRegistry`."""
+def shared_state() -> SharedState:
+    """This process's one :class:`SharedState`."""
     return _PROCESS

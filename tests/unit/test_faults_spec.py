@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 from slime_tau_plugin.tools.faults.env import install_env_faults, install_env_faults_from_environ
 from slime_tau_plugin.tools.faults.spec import (
     TRANSPORT_KINDS,
@@ -127,18 +127,18 @@ def uninstall_env_faults():
 def test_env_faults_are_installed_from_the_variable_read_once(monkeypatch, uninstall_env_faults):
     monkeypatch.setenv("TAU_FAULTS", "env_raise:1@1")
     injector = install_env_faults_from_environ()
-    assert process_registry().backend_wrapper.injector is injector and injector.draw({FaultKind.ENV_RAISE}) is not None
+    assert shared_state().backend_wrapper.injector is injector and injector.draw({FaultKind.ENV_RAISE}) is not None
     assert injector.draw({FaultKind.ENV_RAISE}) is None  # the cap is spent
     monkeypatch.setenv("TAU_FAULTS", "reward_raise:1")
-    assert process_registry().backend_wrapper.injector is injector  # read at install only, never at a draw
+    assert shared_state().backend_wrapper.injector is injector  # read at install only, never at a draw
     monkeypatch.setenv("TAU_FAULTS", "env_raise:1@1")
     assert install_env_faults_from_environ().draw({FaultKind.ENV_RAISE}) is not None  # counted from zero again
     monkeypatch.delenv("TAU_FAULTS")
-    assert install_env_faults_from_environ() is None and process_registry().backend_wrapper is None
+    assert install_env_faults_from_environ() is None and shared_state().backend_wrapper is None
 
 
 def test_a_spec_with_no_env_fault_installs_no_wrapper(uninstall_env_faults):
     install_env_faults(FaultSpec.parse("env_hang:0.5"))
-    assert process_registry().backend_wrapper is not None
+    assert shared_state().backend_wrapper is not None
     assert install_env_faults(FaultSpec.parse("http_500:1,user.empty_reply:1")) is None
-    assert process_registry().backend_wrapper is None
+    assert shared_state().backend_wrapper is None

@@ -1,4 +1,4 @@
-"""The process registry: values built once per key, failed builds retried, settings settled or refused (pure)."""
+"""The shared state: values built once per key, failed builds retried, settings settled or refused (pure)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.loop.blocking import get_pool
-from slime_tau_plugin.engine.shared import ProcessRegistry, SharedMap, process_registry
+from slime_tau_plugin.engine.shared import SharedMap, SharedState, shared_state
 
 
 def test_concurrent_callers_of_one_key_share_one_build():
@@ -56,7 +56,7 @@ def test_an_async_build_runs_off_the_loop_once():
 
 
 def test_a_setting_is_applied_once_and_a_different_one_is_refused_naming_both():
-    registry, applied = ProcessRegistry(), []
+    registry, applied = SharedState(), []
     registry.settle("the judge", "judge-a", lambda: applied.append("a"), fix="use one judge per process")
     registry.settle("the judge", "judge-a", lambda: applied.append("again"), fix="use one judge per process")
     with pytest.raises(ConfigError, match=r"the judge 'judge-b' differs .* \('judge-a'\); use one judge per process"):
@@ -65,7 +65,7 @@ def test_a_setting_is_applied_once_and_a_different_one_is_refused_naming_both():
 
 
 def test_a_setting_whose_apply_fails_is_not_recorded():
-    registry = ProcessRegistry()
+    registry = SharedState()
 
     def refuse() -> None:
         raise ConfigError("this tau2 has no judge setting")
@@ -76,11 +76,27 @@ def test_a_setting_whose_apply_fails_is_not_recorded():
 
 
 def test_first_time_is_true_once_per_topic_and_key():
-    registry = ProcessRegistry()
+    registry = SharedState()
     assert registry.first_time("warn", "top_k") and not registry.first_time("warn", "top_k")
     assert registry.first_time("warn", "min_p") and registry.first_time("other", "top_k")
 
 
 def test_the_blocking_pools_are_the_registrys_one_per_size():
-    assert get_pool(5) is get_pool(5) is process_registry().pools.get(5, lambda: None)
+    assert get_pool(5) is get_pool(5) is shared_state().pools.get(5, lambda: None)
     assert get_pool(6) is not get_pool(5)
+
+
+def test_a_part_is_one_instance_per_class_and_typed_by_it():
+    """``part(Kind)`` builds ``Kind()`` once per process; another class is another part (no name to collide on)."""
+
+    class Ledger:
+        def __init__(self) -> None:
+            self.entries: list[int] = []
+
+    class Window(Ledger):
+        pass
+
+    state = SharedState()
+    state.part(Ledger).entries.append(1)
+    assert state.part(Ledger).entries == [1] and isinstance(state.part(Ledger), Ledger)
+    assert state.part(Window) is not state.part(Ledger) and state.part(Window).entries == []

@@ -21,7 +21,7 @@ from typing import Any
 
 from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.adapters.slime.metrics import emit, episode_metrics
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +72,21 @@ def _verdict(group: Sequence[Any]) -> str | None:
     return "kept" if mark == "kept" else f"dropped_{mark}"
 
 
+class _HookCalls:
+    """How many times this process ran the hook: the rollout id when slime does not say it."""
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+
+    def next(self) -> int:
+        return next(self._count)
+
+
 def _rollout_id(args: Any) -> int:
     """slime's current rollout id (set by ``RolloutManager.generate``); else count calls from ``start_rollout_id``."""
     hooks = sys.modules.get("slime.rollout.sample_hooks")
     current = getattr(hooks, "_current_rollout_id", None)
-    calls = next(process_registry().component("all-samples calls", itertools.count))
+    calls = shared_state().part(_HookCalls).next()
     if isinstance(current, int):
         return current
     return int(getattr(args, "start_rollout_id", 0) or 0) + calls

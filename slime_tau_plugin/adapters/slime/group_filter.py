@@ -30,7 +30,7 @@ from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.result import TerminationReason
 from slime_tau_plugin.engine.errors import FailedEndpoint, FailureGuardError
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class FailureGuard:
 
 class _RunWindow:
     """The process's one failure window: slime calls ``keep_group`` as a plain function every group, so the window
-    over a run's groups lives in the process registry; new guard settings start a new window."""
+    over a run's groups lives in the shared state; new guard settings start a new window."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -190,7 +190,7 @@ class _RunWindow:
 
 
 def _run_window() -> _RunWindow:
-    return process_registry().component("failure guard", _RunWindow)
+    return shared_state().part(_RunWindow)
 
 
 def reset_guard() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.episode.state import METADATA_KEY
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 __all__ = ["AbortTally", "abort_tally", "offpolicy_tokens", "stale_mask", "stored_state", "suspends", "weight_lags"]
 
@@ -103,7 +103,7 @@ class AbortTally:
 
 def abort_tally() -> AbortTally:
     """The process's tally (slime's rollout manager runs ``generate`` and the log hook in one process)."""
-    return process_registry().component("slime abort tally", AbortTally)
+    return shared_state().part(AbortTally)
 
 
 def resume_metrics(metas: Sequence[dict[str, Any]]) -> dict[str, float]:

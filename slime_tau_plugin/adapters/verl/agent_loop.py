@@ -45,7 +45,7 @@ from slime_tau_plugin.engine.loop.run import run_episode
 from slime_tau_plugin.engine.net.retry import RetrySettings
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ class TauAgentLoop(AgentLoopBase):
     async def _read_hf_routing_shape(self) -> None:
         """The model's routing shape from its Hugging Face config, read once per process in a worker thread:
         a file read and a config parse on verl's event loop would stall every other sample."""
-        model, notes = self._model_path(), process_registry().notes(HF_ROUTING_SHAPES)
+        model, notes = self._model_path(), shared_state().notes(HF_ROUTING_SHAPES)
         if model not in notes:
             notes[model] = await run_blocking(_hf_routing_shape, model, timeout=60.0)
 
@@ -314,12 +314,12 @@ class TauAgentLoop(AgentLoopBase):
         import numpy as np
 
         model = self._model_path()
-        routed, shapes = summary.routed_experts, process_registry().notes(ROUTED_SHAPES)
+        routed, shapes = summary.routed_experts, shared_state().notes(ROUTED_SHAPES)
         if routed is not None:
             shapes[model] = (tuple(routed.shape[1:]), np.asarray(routed[:1]).dtype)
             if trains:
                 return routed[:total]
-        shape, dtype = shapes.get(model) or (process_registry().notes(HF_ROUTING_SHAPES).get(model), np.int32)
+        shape, dtype = shapes.get(model) or (shared_state().notes(HF_ROUTING_SHAPES).get(model), np.int32)
         return np.zeros((total, *shape), dtype=dtype) if shape else None
 
 

@@ -31,7 +31,7 @@ from slime_tau_plugin.engine.envs import BENCHMARKS, check_domain
 from slime_tau_plugin.engine.episode.limits import EpisodeLimits
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.net.replicas import bad_url, split_urls
-from slime_tau_plugin.engine.net.user_budget import TokenBudget
+from slime_tau_plugin.engine.net.user_budget import UserTokenBudget
 
 __all__ = ["LLMEndpoint", "TauConfig", "coerce_field", "env_secret", "known_key"]
 
@@ -181,9 +181,9 @@ class TauConfig(TauKeys):
         )
 
     @property
-    def user_token_budget(self) -> TokenBudget:
+    def user_token_budget(self) -> UserTokenBudget:
         """The LLM user's token limits per rollout step and per run (``net/user_budget.py``)."""
-        return TokenBudget(self.user_token_budget_per_step, self.user_token_budget_total)
+        return UserTokenBudget(self.user_token_budget_per_step, self.user_token_budget_total)
 
     def judge_endpoint(self) -> LLMEndpoint | None:
         """The NL-assertion judge's endpoint, or None for τ's default judge."""

@@ -4,7 +4,7 @@
 backend class and the domains it serves. Config checks names against it without importing τ; the
 backend class is imported only when its benchmark is used, and imports its τ package when constructed
 (a ConfigError with the install steps if it is missing). A new τ version is one module under ``envs/``
-and one line here. The constructed backends are the process registry's (``shared.py``), one per name.
+and one line here. The constructed backends are the shared state's (``shared.py``), one per name.
 
 May import: ``net`` (τ²'s judge replicas), ``episode`` (values), ``shared``, ``errors``, ``choices``; never
 ``config`` (which reads this table) or anything above it.
@@ -30,7 +30,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskScript,
 )
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 __all__ = [
     "BENCHMARKS",
@@ -126,7 +126,7 @@ def get_backend(name: str) -> EnvBackend:
     """
     if name not in BENCHMARKS:
         raise ConfigError(f"benchmark={name!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
-    return process_registry().backends.get(name, lambda: _new_backend(name))
+    return shared_state().backends.get(name, lambda: _new_backend(name))
 
 
 def _new_backend(name: str) -> EnvBackend:

@@ -87,7 +87,7 @@ class CopyOnAccessDict(dict):
         return (dict, (), None, None, iter(dict.items(self)))
 
 
-def cow_model(pristine: Any) -> Any:
+def copy_on_access_model(pristine: Any) -> Any:
     """A pydantic database whose dict-valued fields are copy-on-access tables over ``pristine``'s.
 
     Fields that are not dicts are deep-copied (they are small or rarely present).
@@ -99,7 +99,7 @@ def cow_model(pristine: Any) -> Any:
     return pristine.model_copy(update=update)
 
 
-def cow_tables(model: Any) -> dict[str, CopyOnAccessDict] | None:
+def copy_on_access_tables(model: Any) -> dict[str, CopyOnAccessDict] | None:
     """``model``'s copy-on-access tables by field name, or None if any dict field is a plain dict."""
     tables: dict[str, CopyOnAccessDict] = {}
     for name, value in model.__dict__.items():
@@ -117,7 +117,7 @@ def touched_dump_include(live: Any, gold: Any) -> dict[str, Any] | None:
     neither of them owns are the shared pristine objects, hence equal. None when that cannot be used
     (different keys, or a plain-dict table), and the caller compares whole databases instead.
     """
-    live_tables, gold_tables = cow_tables(live), cow_tables(gold)
+    live_tables, gold_tables = copy_on_access_tables(live), copy_on_access_tables(gold)
     if live_tables is None or gold_tables is None or live_tables.keys() != gold_tables.keys():
         return None
     include: dict[str, Any] = {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slime_tau_plugin.engine.envs.base import GoldAction, TaskScript
-from slime_tau_plugin.engine.envs.copy_on_access import cow_model
+from slime_tau_plugin.engine.envs.copy_on_access import copy_on_access_model
 from slime_tau_plugin.engine.errors import ConfigError
 
 _MODULES = (
@@ -73,7 +73,7 @@ class PristineDB:
 
     def clone(self) -> Any:
         """Copy-on-access tables over the pristine ones, else an unpickled copy (bytes made once)."""
-        return cow_model(self.db) if self.tabular else pickle.loads(self._pickled)
+        return copy_on_access_model(self.db) if self.tabular else pickle.loads(self._pickled)
 
 
 @dataclass(slots=True)

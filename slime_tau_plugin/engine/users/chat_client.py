@@ -25,7 +25,7 @@ from slime_tau_plugin.engine.net.loop_http import LoopBoundHTTP, TransportError
 from slime_tau_plugin.engine.net.replicas import ReplicaSet
 from slime_tau_plugin.engine.net.retry import RetrySettings, retry_on_replicas
 from slime_tau_plugin.engine.net.stats import NetStats, current_stats
-from slime_tau_plugin.engine.net.user_budget import TokenBudget, user_token_ledger
+from slime_tau_plugin.engine.net.user_budget import UserTokenBudget, user_token_ledger
 
 
 class _TransientError(UserSimulatorError):
@@ -44,7 +44,7 @@ class ChatClient:
         what: str = "user simulator",
         guard: EndpointGuard | None = None,
         replicas: ReplicaSet | None = None,
-        budget: TokenBudget | None = None,
+        budget: UserTokenBudget | None = None,
     ) -> None:
         """``replicas``: the guards of ``endpoint.urls`` (``guard``: the one guard of a single URL; neither: no
         guard). ``budget``: the token limits every request is checked against (``net/user_budget.py``)."""
@@ -52,7 +52,7 @@ class ChatClient:
         self.what = what
         self.retry = RetrySettings(attempts=endpoint.retries)
         self.replicas = replicas if replicas is not None else (ReplicaSet((guard,)) if guard is not None else None)
-        self.budget = budget or TokenBudget()
+        self.budget = budget or UserTokenBudget()
         self._http = {url: LoopBoundHTTP(url, timeout_s=endpoint.timeout_s) for url in endpoint.urls}
 
     async def aclose(self) -> None:

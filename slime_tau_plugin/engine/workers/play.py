@@ -22,7 +22,7 @@ from slime_tau_plugin.engine.loop.run import AbortCheck, run_episode
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
 from slime_tau_plugin.engine.policy.client import require_policy_url
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode, HeldTokens
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ async def play_request(config: TauConfig, request: EpisodeRequest, should_abort:
         require_policy_url(config)
         resources = await EpisodeResources.for_config(config)
     except MissingSettingError as exc:
-        if process_registry().first_time("generate: missing setting", str(exc)):
+        if shared_state().first_time("generate: missing setting", str(exc)):
             logger.error("slime-tau-plugin cannot run episodes, every sample is FAILED: %s", exc)
         return finish(failed_result(config, exc), None)
     except ConfigError:

@@ -10,7 +10,7 @@ import atexit
 
 from slime_tau_plugin.engine.choices import WorkerKind
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.shared import SharedMap, process_registry
+from slime_tau_plugin.engine.shared import SharedMap, shared_state
 from slime_tau_plugin.engine.workers.pools import WorkerPool
 
 
@@ -31,7 +31,7 @@ class _Pools:
 
 def close_pools() -> None:
     """Stop every worker of this process's pools (a script's run is over; the next use starts new ones)."""
-    process_registry().component("episode worker pools", _Pools).close_all()
+    shared_state().part(_Pools).close_all()
 
 
 async def pool_for(config: TauConfig) -> WorkerPool | None:
@@ -39,7 +39,7 @@ async def pool_for(config: TauConfig) -> WorkerPool | None:
     None to play them in this process."""
     if config.episode_workers == 0:
         return None
-    pools = process_registry().component("episode worker pools", _Pools)
+    pools = shared_state().part(_Pools)
 
     def start() -> WorkerPool:
         if config.episode_worker_kind is WorkerKind.RAY:

@@ -2,7 +2,7 @@
 ``env_hang``, ``reward_raise``; kinds in ``spec.py``).
 
 A tool turns them on (the soak, ``slime-tau rollout`` under ``TAU_FAULTS``, tests) with
-:func:`install_env_faults`: it installs a backend wrapper in the process registry (``engine/shared.py``), and
+:func:`install_env_faults`: it installs a backend wrapper in the shared state (``engine/shared.py``), and
 ``EpisodeResources`` wraps the τ backend of every resources built from then on (resources are keyed by the
 wrapper, so a config built before gets fresh ones). ``install_env_faults(None)`` turns them off for resources
 built after. The spec is read once, at install, and each wrapper draws from the one injector it was installed
@@ -28,7 +28,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
-from slime_tau_plugin.engine.shared import process_registry
+from slime_tau_plugin.engine.shared import shared_state
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultKind, FaultRule, FaultSpec, spec_from_env
 
 if TYPE_CHECKING:
@@ -47,10 +47,10 @@ def install_env_faults(spec: FaultSpec | None) -> FaultInjector | None:
     no env fault, uninstalls. Returns the installed injector (its counts are what was injected), or None.
     """
     if spec is None or not spec.for_target("env"):
-        process_registry().install_backend_wrapper(None)
+        shared_state().install_backend_wrapper(None)
         return None
     injector = FaultInjector(spec, "env")
-    process_registry().install_backend_wrapper(EnvFaults(injector))
+    shared_state().install_backend_wrapper(EnvFaults(injector))
     return injector
 
 

@@ -16,7 +16,7 @@ from slime_tau_plugin.engine.net.endpoints import PROBE_INTERVAL_S, EndpointRole
 from slime_tau_plugin.engine.net.replicas import ReplicaSet, split_urls
 from slime_tau_plugin.engine.net.retry import RetrySettings, retry_on_replicas
 from slime_tau_plugin.engine.net.stats import NetStats, episode_stats
-from slime_tau_plugin.engine.net.user_budget import TokenBudget, UserTokenLedger
+from slime_tau_plugin.engine.net.user_budget import UserTokenBudget, UserTokenLedger
 
 FAST = RetrySettings(attempts=3, backoff_s=0.01, max_backoff_s=0.02)
 
@@ -122,7 +122,7 @@ def test_url_lists_are_comma_separated_or_a_yaml_list_and_each_url_is_checked():
 
 def test_the_token_ledger_refuses_once_a_budget_is_spent_and_a_new_step_starts_again():
     ledger = UserTokenLedger()
-    step = TokenBudget(per_step=100)
+    step = UserTokenBudget(per_step=100)
     ledger.check(step)
     ledger.spend(120)
     with pytest.raises(UserTokenBudgetError, match="120 tokens used, tau_user_token_budget_per_step=100"):
@@ -132,6 +132,6 @@ def test_the_token_ledger_refuses_once_a_budget_is_spent_and_a_new_step_starts_a
     ledger.spend(50)
     ledger.check(step)  # 50 this step
     with pytest.raises(UserTokenBudgetError, match="170 tokens used, tau_user_token_budget_total=150"):
-        ledger.check(TokenBudget(per_step=100, total=150))
+        ledger.check(UserTokenBudget(per_step=100, total=150))
     with pytest.raises(ConfigError, match=r"^tau_user_token_budget_total=0 is invalid; expected tokens >= 1 or null$"):
         TauConfig(user_token_budget_total=0)
