@@ -54,7 +54,7 @@ def main() -> int:
     except ImportError as exc:
         print(f"slime is not importable ({exc}); see slime_loop_check.py for the set-up")
         return 2
-    from slime_tau_plugin.engine.errors import FailureGuardError
+    from slime_tau_plugin.adapters.slime.group_filter import FailureGuardError
 
     logging.basicConfig(level=logging.WARNING, force=True)
     tok, failures, user = loop.tokenizer_dir(), [], None

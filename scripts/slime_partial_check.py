@@ -49,12 +49,12 @@ def parse() -> argparse.Namespace:
 
 async def uninterrupted(args, samples) -> list:
     """The same tasks played once each without interruption, through the engine, on the same server."""
-    from slime_tau_plugin.engine.config.tau_config import TauConfig
+    from slime_tau_plugin.adapters.slime.args import config_from_args
     from slime_tau_plugin.engine.data import task_ref_from_sample
     from slime_tau_plugin.engine.loop.run import run_episode
     from slime_tau_plugin.engine.resources import EpisodeResources
 
-    config = TauConfig.from_args(args)
+    config = config_from_args(args)
     resources = await EpisodeResources.for_config(config)
     params = {"temperature": 1.0, "max_new_tokens": args.rollout_max_response_len}
     refs = [task_ref_from_sample(s.prompt, s.metadata, config) for s in samples]

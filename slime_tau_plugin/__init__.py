@@ -19,7 +19,6 @@ from slime_tau_plugin.engine.errors import (
     ConfigError,
     ContextLengthError,
     EnvBackendError,
-    FailureGuardError,
     MissingSettingError,
     PolicyConnectionError,
     PolicyError,
@@ -64,11 +63,16 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``generate`` (slime's adapter) is imported on first use, so importing the engine loads no adapter."""
+    """slime's names (``generate``, ``FailureGuardError``) are imported on first use: importing the engine loads no
+    adapter."""
     if name == "generate":
         from slime_tau_plugin.adapters.slime.generate import generate
 
         return generate
+    if name == "FailureGuardError":
+        from slime_tau_plugin.adapters.slime.group_filter import FailureGuardError
+
+        return FailureGuardError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

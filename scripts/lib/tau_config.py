@@ -99,7 +99,7 @@ def render(
             ``preflight``) a hosted endpoint whose key variable is unset or that does not answer.
     """
     try:
-        from slime_tau_plugin.engine.config.tau_config import TauConfig
+        from slime_tau_plugin.adapters.slime.args import config_from_args
         from slime_tau_plugin.engine.errors import ConfigError
     except ImportError as exc:
         raise RenderError(
@@ -120,7 +120,7 @@ def render(
     for key in sorted(k for k in data if not k.startswith("tau_")):
         print(f"warning: {path}: key {key!r} is not a tau_* setting; slime sets it on args as is", file=sys.stderr)
     try:
-        config = TauConfig.from_args(SimpleNamespace(**data))
+        config = config_from_args(SimpleNamespace(**data))
     except (ConfigError, ValueError) as exc:
         raise RenderError(one_line(str(exc))) from exc
     except TypeError as exc:  # TauConfig compares numbers; a string where a number belongs fails there

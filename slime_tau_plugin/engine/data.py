@@ -1,6 +1,9 @@
-"""τ tasks <-> JSONL rows for slime (``--input-key index --metadata-key metadata``).
+"""τ tasks <-> task rows: the one row shape every front door reads (slime's JSONL, verl's parquet, the CLI).
 
-Row shape (one per task; ``index`` is unique within a file, the metadata says which task it is)::
+No trainer's code here: slime reads a row with ``--input-key index --metadata-key metadata`` and verl's
+``adapters/verl/rows.py`` wraps the same metadata in its parquet columns; the engine reads it back
+(:func:`task_ref_from_sample`, used by every worker). Row shape (one per task; ``index`` is unique within a
+file, the metadata says which task it is)::
 
     {"index": 7, "metadata": {"benchmark": "tau2", "domain": "retail", "split": "train",
                               "task_id": "7", "task": {...τ's own task dump...}}}

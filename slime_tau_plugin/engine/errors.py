@@ -15,8 +15,10 @@
     ├── EndpointDownError       an endpoint's breaker is open (``endpoints.py``); each client re-raises it as
     │                           its own error above, so an episode never ends on it
     ├── EpisodeDeadlineError    ``tau_episode_timeout_s`` passed while a request waited to retry: TRUNCATED
-    ├── UserTokenBudgetError    the LLM user's token budget (``tau_user_token_budget_*``) is spent: TRUNCATED
-    └── FailureGuardError       too many recent episodes FAILED for one endpoint: the run must stop
+    └── UserTokenBudgetError    the LLM user's token budget (``tau_user_token_budget_*``) is spent: TRUNCATED
+
+A trainer's own errors live in its adapter (slime's failure guard: ``adapters/slime/group_filter.FailureGuardError``,
+a ``TauPluginError`` too).
 
 Each error names the collaborator it blames (``failed_endpoint``, a :class:`FailedEndpoint`): a FAILED
 episode records it as a typed field, so nobody reads it back out of the message. Only ``net/http_errors.py``
@@ -37,7 +39,6 @@ __all__ = [
     "EpisodeDeadlineError",
     "EpisodeWorkerError",
     "FailedEndpoint",
-    "FailureGuardError",
     "JudgeError",
     "MissingSettingError",
     "PolicyConnectionError",
@@ -160,20 +161,6 @@ class UserTokenBudgetError(TauPluginError):
     the episode ends ``user_token_budget`` (TRUNCATED, not scored, not trained on), never on a cut conversation."""
 
     failed_endpoint = FailedEndpoint.USER
-
-
-class FailureGuardError(TauPluginError):
-    """Raised from slime's dynamic filter (``group_filter.keep_group``) to stop the run.
-
-    slime does not catch it: it ends the rollout step, and ``train.py``'s ``ray.get`` re-raises it, so a
-    dead endpoint stops the job with one line naming it instead of redrawing groups forever.
-    """
-
-    def __init__(self, message: str, *, endpoint: str, failed: int, episodes: int) -> None:
-        super().__init__(message)
-        self.endpoint = endpoint
-        self.failed = failed
-        self.episodes = episodes
 
 
 def failed_endpoint_of(exc: BaseException) -> FailedEndpoint:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.adapters.slime.args import config_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -55,7 +55,7 @@ def test_tau_yaml_blocks_are_valid_config():
         values = yaml.safe_load(body)
         if not isinstance(values, dict) or not any(str(k).startswith("tau_") for k in values):
             continue
-        TauConfig.from_args(SimpleNamespace(**values))  # raises on an unknown key or a bad value
+        config_from_args(SimpleNamespace(**values))  # raises on an unknown key or a bad value
         checked += 1
     assert checked >= 2
 

@@ -16,9 +16,8 @@ import pytest
 from slime_tau_plugin.adapters.slime.advantages import post_process_rewards
 from slime_tau_plugin.adapters.slime.all_samples import ALL_PREFIX, process_all_samples
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.adapters.slime.group_filter import keep_group, reset_guard
+from slime_tau_plugin.adapters.slime.group_filter import FailureGuardError, keep_group, reset_guard
 from slime_tau_plugin.adapters.slime.metrics import ROLLOUT_PREFIX, log_rollout
-from slime_tau_plugin.engine.errors import FailureGuardError
 from slime_tau_plugin.tools.servers.fake_models import ScriptedModel
 from tests.contracts.slime_sample import Sample
 from tests.integration.test_generate_e2e import SAMPLING, make_samples, slime_args

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
@@ -99,11 +100,11 @@ def test_resources_are_built_once_per_config_and_off_the_event_loop(tau2_backend
 
 
 def test_a_quoted_number_is_coerced_and_a_word_is_refused_naming_the_key(tau2_backend, qwen25, qwen25_dir, serve):
-    assert TauConfig.from_args(SimpleNamespace(tau_max_turns="30")).max_turns == 30
+    assert config_from_args(SimpleNamespace(tau_max_turns="30")).max_turns == 30
     with pytest.raises(ConfigError, match=r"tau_env_workers='eight' is invalid; expected an integer"):
-        TauConfig.from_args(SimpleNamespace(tau_env_workers="eight"))
+        config_from_args(SimpleNamespace(tau_env_workers="eight"))
     with pytest.raises(ConfigError, match=r"tau_max_context_len='lots' is invalid; expected an integer"):
-        TauConfig.from_args(SimpleNamespace(tau_max_context_len="lots", rollout_max_context_len=4096))
+        config_from_args(SimpleNamespace(tau_max_context_len="lots", rollout_max_context_len=4096))
     from slime_tau_plugin.tools.servers.fake_models import ScriptedModel
 
     server = serve(ScriptedModel(qwen25, ["Hello, how can I help?"]))

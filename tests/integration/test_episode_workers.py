@@ -15,9 +15,9 @@ import time
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.adapters.slime.metrics import worker_metrics
-from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.episode.state import METADATA_KEY
 from slime_tau_plugin.engine.errors import ConfigError
@@ -95,7 +95,7 @@ def test_a_killed_worker_costs_only_its_own_episodes_a_replay(slow_oracle, qwen2
     samples = _samples(tau2_backend, 4, "kill")
 
     async def main():
-        pool = await pool_for(TauConfig.from_args(args))
+        pool = await pool_for(config_from_args(args))
         tasks = [asyncio.create_task(generate(args, s, dict(SAMPLING))) for s in samples]
         while not all(_session_requests(slow_oracle, s) >= 2 for s in samples):
             await asyncio.sleep(0.05)
@@ -176,7 +176,7 @@ def test_workers_that_cannot_start_fail_the_samples_naming_why(slow_oracle, qwen
     for sample in samples[:2]:
         assert sample.status is Sample.Status.FAILED and sample.metadata["failed_endpoint"] == "worker"
         assert "exited with code 1" in sample.metadata["error"], sample.metadata["error"]
-    pool = asyncio.run(pool_for(TauConfig.from_args(args)))
+    pool = asyncio.run(pool_for(config_from_args(args)))
     deadline = time.monotonic() + 60
     while pool.broken is None and time.monotonic() < deadline:  # the third silent death stops the replacing
         time.sleep(0.1)

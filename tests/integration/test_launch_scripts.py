@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.adapters.slime.args import config_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(p for p in ROOT.glob("scripts/run_*.sh") if 'tau_main "$@"' in p.read_text())
@@ -219,7 +219,7 @@ def test_every_config_loads_into_tau_config_and_documents_each_key(config):
     assert all(key.startswith("tau_") for key in data)
     placeholders = {f"${{{name}}}": value for name, value in FILLED.items()}
     filled = {key: placeholders.get(value, value) if isinstance(value, str) else value for key, value in data.items()}
-    TauConfig.from_args(SimpleNamespace(**filled))
+    config_from_args(SimpleNamespace(**filled))
     lines = config.read_text().splitlines()
     for i, line in enumerate(lines):
         if line and not line.startswith((" ", "#")):
@@ -334,13 +334,13 @@ FAKE_TRAIN = """\
 import argparse, json, os, sys, urllib.request
 from types import SimpleNamespace
 import yaml
-from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.adapters.slime.args import config_from_args
 
 parser = argparse.ArgumentParser()
 for flag in ("--custom-config-path", "--prompt-data", "--eval-config"):
     parser.add_argument(flag)
 ns, _ = parser.parse_known_args()
-config = TauConfig.from_args(SimpleNamespace(**yaml.safe_load(open(ns.custom_config_path))))
+config = config_from_args(SimpleNamespace(**yaml.safe_load(open(ns.custom_config_path))))
 body = {"model": config.user_model, "messages": [{"role": "system", "content": "<scenario>I want a refund</scenario>"}]}
 request = urllib.request.Request(
     config.user_base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}

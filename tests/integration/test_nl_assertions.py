@@ -15,11 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint, keep_group, reset_guard
+from slime_tau_plugin.adapters.slime.group_filter import FailureGuardError, failure_endpoint, keep_group, reset_guard
 from slime_tau_plugin.engine.config.tau_config import LLMEndpoint
 from slime_tau_plugin.engine.envs import EnvOptions, EnvToolCall, TaskRef
 from slime_tau_plugin.engine.episode.result import SampleStatus, TerminationReason
-from slime_tau_plugin.engine.errors import FailureGuardError, JudgeError, failed_endpoint_of
+from slime_tau_plugin.engine.errors import JudgeError, failed_endpoint_of
 from slime_tau_plugin.tools.cli.runner import RolloutSample, format_summary, summarize
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from tests.integration.test_generate_e2e import SAMPLING, slime_args

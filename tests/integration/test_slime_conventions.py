@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.generate import generate, slime_abort_check
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
@@ -100,14 +101,14 @@ def test_with_room_in_the_context_every_oracle_episode_completes(
 
 
 def test_budget_sources_follow_slime():
-    config = TauConfig.from_args(SimpleNamespace(rollout_max_response_len=1024, **SLIME_TAU_EXAMPLE))
+    config = config_from_args(SimpleNamespace(rollout_max_response_len=1024, **SLIME_TAU_EXAMPLE))
     assert (config.max_context_len, config.max_response_len) == (9216, None)
-    config = TauConfig.from_args(SimpleNamespace(rollout_max_context_len=4096, context_parallel_size=2))
+    config = config_from_args(SimpleNamespace(rollout_max_context_len=4096, context_parallel_size=2))
     assert config.max_context_len == 4096
-    tighter = TauConfig.from_args(SimpleNamespace(tau_max_context_len=3000, **SLIME_TAU_EXAMPLE))
+    tighter = config_from_args(SimpleNamespace(tau_max_context_len=3000, **SLIME_TAU_EXAMPLE))
     assert tighter.max_context_len == 3000
-    assert TauConfig.from_args(SimpleNamespace(tau_max_response_len=5000)).max_response_len == 5000
-    assert TauConfig.from_args(SimpleNamespace()).max_context_len == TauConfig().max_context_len
+    assert config_from_args(SimpleNamespace(tau_max_response_len=5000)).max_response_len == 5000
+    assert config_from_args(SimpleNamespace()).max_context_len == TauConfig().max_context_len
 
 
 def test_abort_between_turns_returns_within_one_turn(tau2_backend, qwen25, qwen25_dir, serve, slime_rollout_module):

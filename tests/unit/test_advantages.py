@@ -14,9 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from slime_tau_plugin.adapters.slime.advantages import post_process_rewards
-from slime_tau_plugin.adapters.slime.group_filter import reset_guard
+from slime_tau_plugin.adapters.slime.group_filter import FailureGuardError, reset_guard
 from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
-from slime_tau_plugin.engine.errors import FailureGuardError
 from tests.contracts.slime_sample import Sample
 
 ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")

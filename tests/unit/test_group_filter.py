@@ -14,6 +14,7 @@ import pytest
 
 from slime_tau_plugin.adapters.slime.group_filter import (
     FailureGuard,
+    FailureGuardError,
     FailureGuardSettings,
     failure_endpoint,
     guard_settings,
@@ -23,7 +24,6 @@ from slime_tau_plugin.adapters.slime.group_filter import (
 from slime_tau_plugin.engine.errors import (
     ConfigError,
     EnvBackendError,
-    FailureGuardError,
     JudgeError,
     MissingSettingError,
     PolicyConnectionError,

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
 from tests.conftest import require_sglang_parsers
@@ -29,22 +30,22 @@ class RemoteTokenizer(PreTrainedTokenizerFast):
 
 @pytest.mark.parametrize(("value", "expected"), [(True, True), (False, False), ("true", True), ("false", False)])
 def test_the_key_parses(value, expected):
-    assert TauConfig.from_args(SimpleNamespace(tau_trust_remote_code=value)).trust_remote_code is expected
+    assert config_from_args(SimpleNamespace(tau_trust_remote_code=value)).trust_remote_code is expected
 
 
 def test_it_is_off_unless_the_key_or_slimes_args_turn_it_on():
     assert TauConfig().trust_remote_code is False
-    assert TauConfig.from_args(SimpleNamespace()).trust_remote_code is False
-    assert TauConfig.from_args(SimpleNamespace(trust_remote_code=True)).trust_remote_code is True
-    assert TauConfig.from_args(SimpleNamespace(sglang_trust_remote_code=True)).trust_remote_code is True
+    assert config_from_args(SimpleNamespace()).trust_remote_code is False
+    assert config_from_args(SimpleNamespace(trust_remote_code=True)).trust_remote_code is True
+    assert config_from_args(SimpleNamespace(sglang_trust_remote_code=True)).trust_remote_code is True
     explicit = SimpleNamespace(trust_remote_code=True, tau_trust_remote_code=False)
-    assert TauConfig.from_args(explicit).trust_remote_code is False, "the tau_ key wins over slime's"
+    assert config_from_args(explicit).trust_remote_code is False, "the tau_ key wins over slime's"
 
 
 @pytest.mark.parametrize("value", ["maybe", 2, [True], {"on": True}])
 def test_a_wrong_type_names_the_key(value):
     with pytest.raises(ConfigError, match=r"tau_trust_remote_code=.* is invalid; expected true or false"):
-        TauConfig.from_args(SimpleNamespace(tau_trust_remote_code=value))
+        config_from_args(SimpleNamespace(tau_trust_remote_code=value))
 
 
 @pytest.fixture
@@ -64,9 +65,9 @@ def test_the_setting_reaches_the_tokenizer_load(remote_code_tokenizer, tau2_back
     require_sglang_parsers()
     from slime_tau_plugin.engine.resources import EpisodeResources
 
-    refused = TauConfig.from_args(SimpleNamespace(tau_tokenizer_path=remote_code_tokenizer))
+    refused = config_from_args(SimpleNamespace(tau_tokenizer_path=remote_code_tokenizer))
     with pytest.raises(ConfigError, match="custom code"):
         EpisodeResources.build(refused, backend=tau2_backend)
-    trusted = TauConfig.from_args(SimpleNamespace(hf_checkpoint=remote_code_tokenizer, trust_remote_code=True))
+    trusted = config_from_args(SimpleNamespace(hf_checkpoint=remote_code_tokenizer, trust_remote_code=True))
     resources = EpisodeResources.build(trusted, backend=tau2_backend)
     assert getattr(resources.tokenizer, "ran_remote_code", False) is True

@@ -16,6 +16,7 @@ import sys
 import uuid
 from typing import Any
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_tokens, stale_mask, stored_state, suspends
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.result import EpisodeResult
@@ -37,7 +38,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     Raises:
         ConfigError: a ``tau_*`` key or value is wrong.
     """
-    config = TauConfig.from_args(args)
+    config = config_from_args(args)
     await play_sample(config, sample, sampling_params, evaluation=evaluation, args=args)
     return sample
 

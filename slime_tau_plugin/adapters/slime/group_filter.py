@@ -26,10 +26,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
-from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.result import TerminationReason
-from slime_tau_plugin.engine.errors import FailedEndpoint, FailureGuardError
+from slime_tau_plugin.engine.errors import FailedEndpoint, TauPluginError
 from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "ENDPOINTS",
     "FailureGuard",
+    "FailureGuardError",
     "FailureGuardSettings",
     "FilterVerdict",
     "failure_endpoint",
@@ -45,6 +46,21 @@ __all__ = [
     "observe_unfiltered",
     "reset_guard",
 ]
+
+
+class FailureGuardError(TauPluginError):
+    """Raised from slime's dynamic filter (:func:`keep_group`) to stop the run.
+
+    slime does not catch it: it ends the rollout step, and ``train.py``'s ``ray.get`` re-raises it, so a
+    dead endpoint stops the job with one line naming it instead of redrawing groups forever.
+    """
+
+    def __init__(self, message: str, *, endpoint: str, failed: int, episodes: int) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.failed = failed
+        self.episodes = episodes
+
 
 ENDPOINTS: dict[str, str] = {
     "user": "the user simulator (tau_user_base_url)",
@@ -98,7 +114,7 @@ def guard_settings(args: Any) -> FailureGuardSettings:
     Raises:
         ConfigError: a value outside its range, naming the key.
     """
-    config = TauConfig.from_args(args)  # the one type and range check of every tau_* key
+    config = config_from_args(args)  # the one type and range check of every tau_* key
     share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
     window = config.failure_window_groups or getattr(args, "rollout_batch_size", None) or DEFAULT_WINDOW_GROUPS
     return FailureGuardSettings(float(share), window)

@@ -26,7 +26,6 @@ from slime_tau_plugin.engine.choices import AgentErrorRule, UserKind
 from slime_tau_plugin.engine.config import fields as cf
 from slime_tau_plugin.engine.config.fields import known_key
 from slime_tau_plugin.engine.config.keys import TauKeys
-from slime_tau_plugin.engine.config.slime_args import slime_values
 from slime_tau_plugin.engine.envs import BENCHMARKS, check_domain
 from slime_tau_plugin.engine.episode.limits import EpisodeLimits
 from slime_tau_plugin.engine.errors import ConfigError
@@ -143,20 +142,6 @@ class TauConfig(TauKeys):
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(cls.model_fields)
-
-    @classmethod
-    def from_args(cls, args: Any, **overrides: Any) -> TauConfig:
-        """Build from slime's ``args`` (a minimal object is fine: every attribute is optional); ``overrides`` win.
-
-        Budgets follow slime's multi-turn convention: ``config_slime.slime_values``.
-
-        Raises:
-            ConfigError: a ``tau_*`` attribute is not a known key (the message names the closest one), or a
-                value is invalid.
-        """
-        values = slime_values(args, cls.field_names(), coerce_field)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
 
     @property
     def limits(self) -> EpisodeLimits:

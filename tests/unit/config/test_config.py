@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.engine.config.tau_config import LLMEndpoint, TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
 
@@ -41,7 +42,7 @@ def test_llm_user_endpoint_comes_from_slime_args_and_the_key_from_the_environmen
         tau_user_retries=2,
     )
     monkeypatch.setenv("MY_USER_KEY", "sk-secret")
-    config = TauConfig.from_args(args)
+    config = config_from_args(args)
     endpoint = config.user_endpoint()
     assert endpoint == LLMEndpoint("http://user:8000/v1", "qwen-user", "MY_USER_KEY", 60.0, 2, 0.0)
     assert endpoint.api_key == "sk-secret"
@@ -105,7 +106,7 @@ def test_config_is_a_frozen_model_equal_and_hashed_by_value_that_refuses_unknown
     with pytest.raises(ConfigError, match="tau_max_turn is not a slime_tau_plugin setting; did you mean tau_max_turns"):
         TauConfig(max_turn=5)
     with pytest.raises(ConfigError, match=r"tau_max_trns is not a slime_tau_plugin setting \(from --custom"):
-        TauConfig.from_args(SimpleNamespace(tau_max_trns=5))
+        config_from_args(SimpleNamespace(tau_max_trns=5))
 
 
 def test_each_front_door_names_the_keys_its_own_way():

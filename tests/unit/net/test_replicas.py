@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError, EndpointDownError, UserTokenBudgetError
 from slime_tau_plugin.engine.net.endpoints import PROBE_INTERVAL_S, EndpointRole, GuardSettings
@@ -111,7 +112,7 @@ def test_url_lists_are_comma_separated_or_a_yaml_list_and_each_url_is_checked():
     assert config.user_base_url == "http://a:8000/v1,http://b:8000/v1"
     assert config.user_endpoint().urls == ("http://a:8000/v1", "http://b:8000/v1")
     args = SimpleNamespace(tau_judge_base_url="http://j1/v1,http://j2/v1", tau_judge_model="j")  # slime's YAML
-    assert TauConfig.from_args(args).judge_endpoint().urls == ("http://j1/v1", "http://j2/v1")
+    assert config_from_args(args).judge_endpoint().urls == ("http://j1/v1", "http://j2/v1")
     with pytest.raises(ConfigError, match=r"^tau_user_base_url has 'b:8000/v1', which is not an http\(s\) URL; "):
         TauConfig(user="llm", user_model="m", user_base_url="http://a:8000/v1,b:8000/v1")
     with pytest.raises(ConfigError, match=r"^--judge-base-url has 'http://j:port', which is not an http\(s\) URL"):

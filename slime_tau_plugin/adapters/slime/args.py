@@ -2,7 +2,8 @@
 
 slime's ``--custom-config-path`` YAML sets each key as an attribute of ``args`` (``tau_domain``...); slime's own
 flags carry the budgets, the router address, the checkpoint and ``trust_remote_code``. Every attribute is
-optional: slime's plugin contract tests pass a minimal ``args``. Imports only ``config_fields``.
+optional: slime's plugin contract tests pass a minimal ``args``. The engine takes the plain ``TauConfig`` this
+builds (:func:`config_from_args`); it never reads a trainer's arguments itself.
 """
 
 from __future__ import annotations
@@ -11,6 +12,20 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from slime_tau_plugin.engine.config.fields import known_key
+from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field
+
+
+def config_from_args(args: Any, **overrides: Any) -> TauConfig:
+    """The ``TauConfig`` slime's ``args`` describe (a minimal object is fine: every attribute is optional);
+    ``overrides`` that are not None win. Budgets follow slime's multi-turn convention (:func:`slime_values`).
+
+    Raises:
+        ConfigError: a ``tau_*`` attribute is not a known key (the message names the closest one), or a value is
+            invalid.
+    """
+    values = slime_values(args, TauConfig.field_names(), coerce_field)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return TauConfig(**values)
 
 
 def slime_values(args: Any, fields: Iterable[str], coerce: Callable[[str, Any], Any]) -> dict[str, Any]:
