@@ -23,10 +23,10 @@ from slime_tau_plugin.adapters.slime.metrics import (
     episode_metrics,
     log_eval,
     log_rollout,
-    pass_hat_k,
     rollout_step,
 )
 from slime_tau_plugin.engine.episode.result import SampleStatus
+from slime_tau_plugin.engine.metrics.summary import pass_hat_k
 from tests.contracts.slime_sample import Sample
 
 SLIME_LOG_MODULES = ("slime.observability.logging_utils", "slime.utils.logging_utils")

@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.args import config_from_args
+from slime_tau_plugin.adapters.slime.metrics import eval_clock
 from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_tokens, stale_mask, stored_state, suspends
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.result import EpisodeResult
@@ -39,6 +40,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         ConfigError: a ``tau_*`` key or value is wrong.
     """
     config = config_from_args(args)
+    if evaluation:
+        eval_clock().started()  # the eval's wall time, logged by log_eval
     await play_sample(config, sample, sampling_params, evaluation=evaluation, args=args)
     return sample
 

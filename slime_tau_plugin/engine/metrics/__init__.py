@@ -1,5 +1,7 @@
-"""Numbers over finished episodes that every front door reports: the reward breakdown's per-domain means
-(``reward_breakdown``) and how much of a pass^k is noise (``noise``).
+"""Numbers over finished episodes that every front door reports: pass^k and the per-domain summary with the one
+rule for what is evidence (``summary``), the reward breakdown's per-domain means (``reward_breakdown``) and how
+much of a pass^k is noise (``noise``).
 
-May import: nothing else of the package's (plain values in, plain values out).
+May import: ``episode`` (the values a sample's metadata names), ``errors``; samples are read by slime's field
+names, so no trainer is imported.
 """

@@ -20,18 +20,18 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.generate import play_sample
-from slime_tau_plugin.adapters.slime.metrics import (
-    domain_summary,
-    pass_hat_ks,
-    pass_k_bounds,
-    per_task_outcomes,
-    per_task_table,
-)
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.episode.result import SampleStatus
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
+from slime_tau_plugin.engine.metrics.summary import (
+    domain_summary,
+    left_out,
+    pass_k_summary,
+    per_task_outcomes,
+    per_task_table,
+)
 from slime_tau_plugin.engine.net.loop_http import aclose_all
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
 
@@ -201,21 +201,22 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = N
 
 
 def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
-    """``metrics.domain_summary`` (slime's metric names) plus what a person reads after a run.
+    """``summary.domain_summary`` (slime's metric names) plus what a person reads after a run.
 
-    pass^k counts only the samples that completed: a FAILED sample (policy server gone, endpoint error) is
-    no evidence about the model, so it is counted in ``failed`` next to pass^k instead of as a wrong answer;
-    an episode past ``--episode-timeout-s`` (``deadline``, removed like a failure) is left out the same way.
+    pass^k follows the one rule of ``engine/metrics/summary.py``, as slime's eval log does: a FAILED sample
+    (policy server gone, endpoint error) or one past ``--episode-timeout-s`` (``deadline``) is no evidence about the
+    model, so it is left out (``left_out``, and ``failed`` next to pass^k) instead of counted as a wrong answer.
     """
-    completed = [s for s in group if not _left_out(s)]
-    wins, counts = per_task_outcomes(completed)
+    completed = [s for s in group if not left_out(s)]
+    counts = per_task_outcomes(completed)[1]
     counted = domain_summary(completed) if completed else {}
+    passes = pass_k_summary(group)
     return {
         **domain_summary(group),
         "reward_mean": counted.get("reward_mean", 0.0),  # like pass^k: over the samples that completed
         "pass_rate": counted.get("pass_rate", 0.0),
-        **(pass_hat_ks(wins, counts) if counts else {}),
-        **(pass_k_bounds(wins, counts) if counts else {}),
+        **{name: value for name, value in passes.items() if name.startswith("pass^")},
+        "left_out": int(passes["left_out"]),
         "tasks": len(counts),
         "scored": len(completed),
         "failed": sum(s.status is RolloutSample.Status.FAILED for s in group),
@@ -228,12 +229,6 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
             {f"{m['tau_package']} {m.get('tau_version')}" for m in (s.metadata for s in group) if m.get("tau_package")}
         ),
     }
-
-
-def _left_out(sample: RolloutSample) -> bool:
-    """FAILED, or past its deadline: no evidence about the model (``TerminationReason.is_removed``)."""
-    reason = sample.metadata.get("termination_reason")
-    return sample.status is RolloutSample.Status.FAILED or reason in ("deadline", "user_token_budget")
 
 
 def format_summary(summary: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ import random
 
 import pytest
 
-from slime_tau_plugin.adapters.slime.metrics import pass_hat_k
 from slime_tau_plugin.engine.metrics.noise import (
     Interval,
     bootstrap_interval,
@@ -18,6 +17,7 @@ from slime_tau_plugin.engine.metrics.noise import (
     pass_k_intervals,
     per_task_pass_k,
 )
+from slime_tau_plugin.engine.metrics.summary import pass_hat_k
 
 
 def synthetic_run(rates: list[float], trials: int, rng: random.Random) -> list[int]:
