@@ -1,13 +1,12 @@
 """The episode engine: :class:`EpisodeEngine` plays one τ task against an injected policy.
 
-generate -> parse -> act -> continue, until a :class:`TerminationReason`; τ's own ending rules
-(``limits.py``: τ²'s error and step limits, its agent-error rule) are asked where τ asks them. Every id
-the policy sampled is kept unchanged (mask 1) and every continuation comes from the chat template (mask 0): see
-``trajectory.py`` and ``templates.py``. τ calls go through ``live_episode.EpisodeCalls``. An episode the
-trainer aborts can leave a resumable state (``suspend``) and go on from one later (``resume``:
-``loop/start.py``). The engine takes what the
-process shares (``resources.EpisodeResources``) and this episode's policy; it never imports slime or
-verl, and never picks a policy class itself. Front doors call :func:`run_episode`.
+Read top to bottom: open the episode (fresh, or resumed from a suspended state: ``loop/start.py``), play its
+turns (``loop/turns.py``: :class:`~.turns.TurnState` generating -> parsing -> acting -> continuing, until a
+:class:`TerminationReason`), then turn the ending into the result: an error ladder that names each failure,
+a suspended state for an aborted episode that asked for one, τ's reward for a scored one. τ calls go through
+``loop/live.EpisodeCalls``. The engine takes what the process shares (``resources.EpisodeResources``) and this
+episode's policy; it never imports slime or verl, and never picks a policy class itself. Front doors call
+:func:`run_episode` (through the failure boundary, ``loop/boundary.play_episode``).
 """
 
 from __future__ import annotations
@@ -15,16 +14,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from slime_tau_plugin.engine.chat.tool_calls import ParsedAction
 from slime_tau_plugin.engine.choices import UserKind
-from slime_tau_plugin.engine.envs import EnvToolCall, TaskRef
+from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.episode.state import EpisodeState
-from slime_tau_plugin.engine.episode.trajectory import TokenBudget
 from slime_tau_plugin.engine.errors import (
     ContextLengthError,
     EndpointDownError,
@@ -37,35 +32,21 @@ from slime_tau_plugin.engine.errors import (
     UserTokenBudgetError,
     failed_endpoint_of,
 )
-from slime_tau_plugin.engine.loop.blocking import run_cpu
 from slime_tau_plugin.engine.loop.live import EpisodeCalls, LiveEpisode
 from slime_tau_plugin.engine.loop.start import open_fresh
 from slime_tau_plugin.engine.loop.start import resume as resume_episode
+from slime_tau_plugin.engine.loop.turns import AbortCheck, EpisodeRun, TurnLoop
 from slime_tau_plugin.engine.net.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.net.replicas import ReplicaSet, on_replica
 from slime_tau_plugin.engine.net.retry import guarded_on_replicas
 from slime_tau_plugin.engine.net.stats import NetStats, episode_stats
-from slime_tau_plugin.engine.policy.client import FinishReason, PolicyClient
+from slime_tau_plugin.engine.policy.client import PolicyClient
 from slime_tau_plugin.engine.resources import EpisodeResources
-from slime_tau_plugin.engine.users.simulators import UserTurn
 
 logger = logging.getLogger(__name__)
 
 Ending = TerminationReason | None
 EnvInfo = dict[str, str]
-AbortCheck = Callable[[], bool]
-"""Asked between turns: True when the trainer no longer wants this episode (slime's rollout abort)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Run:
-    """How one call of ``run_episode`` plays: request ids, routing headers, abort check, resume and suspend."""
-
-    rid_prefix: str
-    headers: dict[str, str] | None
-    should_abort: AbortCheck | None
-    resume: EpisodeState | None
-    suspend: bool
 
 
 class EpisodeEngine:
@@ -102,11 +83,11 @@ class EpisodeEngine:
         net = NetStats(self.config.retry_budget, deadline)
         task = resume.task_ref if resume is not None else ref
         ep = LiveEpisode(task, net=net, user_info=self._user_info(sampling_params.get("sampling_seed")))
-        run = _Run(session_id or uuid.uuid4().hex, headers, should_abort, resume, suspend)
+        run = EpisodeRun(session_id or uuid.uuid4().hex, headers, should_abort, resume, suspend)
         with episode_stats(net):  # the clients count retries and waits into it (a context variable per task)
             return await self._play(ep, sampling_params, run)
 
-    async def _play(self, ep: LiveEpisode, sampling_params: dict[str, Any], run: _Run) -> EpisodeResult:
+    async def _play(self, ep: LiveEpisode, sampling_params: dict[str, Any], run: EpisodeRun) -> EpisodeResult:
         env_info = self.backend.package_version()
         seed = sampling_params.get("sampling_seed")
         try:
@@ -124,7 +105,9 @@ class EpisodeEngine:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
         error = None
         try:
-            termination = ep.ended or await self._loop(ep, sampling_params, run)
+            termination = ep.ended or await TurnLoop(self.policy, self.config, self.calls).play(
+                ep, sampling_params, run
+            )
         except EpisodeDeadlineError as exc:
             termination, error = TerminationReason.DEADLINE, str(exc)
         except ContextLengthError as exc:
@@ -149,100 +132,6 @@ class EpisodeEngine:
         except EnvBackendError as exc:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
         return ep.result(termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error)
-
-    async def _loop(self, ep: LiveEpisode, sampling_params: dict[str, Any], run: _Run) -> TerminationReason:
-        """Generate, parse, act until an ending. A turn cut mid-generation (``ep.open_turn``, after an abort and
-        a resume) goes on from the ids it had: its next request continues it, and it counts once."""
-        traj, template = ep.trajectory, ep.template
-        budget = self.token_budget(sampling_params)
-        eot = template.eot_ids
-        turn = ep.num_turns - 1 if ep.open_turn else ep.num_turns
-        while turn < self.config.max_turns:
-            if run.should_abort is not None and run.should_abort():
-                return TerminationReason.ABORTED
-            if ep.net.past_deadline():
-                return TerminationReason.DEADLINE
-            max_new = budget.max_new_tokens(traj, used_this_turn=len(ep.open_turn))
-            if max_new < 1:
-                return TerminationReason.BUDGET if not ep.open_turn else TerminationReason.LENGTH
-            params = {**sampling_params, "max_new_tokens": max_new}
-            t0 = time.perf_counter()
-            gen = await self.policy.generate(traj.ids, params, rid=f"{run.rid_prefix}-{turn}", headers=run.headers)
-            ep.policy_s += time.perf_counter() - t0
-            traj.add_model_turn(gen.output_ids, gen.log_probs, gen.meta_info)
-            ep.open_turn.extend(gen.output_ids)
-            ep.num_turns = turn + 1 if ep.open_turn else turn
-            if gen.finish_reason is FinishReason.ABORT:
-                return TerminationReason.ABORTED
-            output, ep.open_turn = ep.open_turn, []
-            text = template.decode(output)
-            ep.messages.append({"role": "assistant", "content": text})
-            if gen.finish_reason is FinishReason.LENGTH:
-                return TerminationReason.LENGTH
-            action = ep.parser.parse(text)
-            is_error = action.kind != "invalid" and self.limits.is_agent_error(action.content, bool(action.calls))
-            if not (is_error and action.kind == "respond"):  # τ² refuses an empty turn before counting it
-                ep.ledger.message()
-            if is_error:
-                return TerminationReason.AGENT_ERROR
-            new_messages, done = await self._act(ep, action)
-            if done is not None:
-                return done
-            continuation, fell_back = await run_cpu(template.next_ids, new_messages, ep.messages)  # off the loop
-            if fell_back:
-                ep.counters = ep.counters.plus(template_fallbacks=1)
-            closing = [] if list(output[-len(eot) :]) == eot else eot
-            ids = [*closing, *continuation]
-            if not budget.fits(traj, len(ids)):
-                return TerminationReason.BUDGET
-            traj.add_continuation(ids)
-            ep.messages.extend(new_messages)
-            turn += 1
-        return TerminationReason.MAX_TURNS
-
-    async def _act(
-        self, ep: LiveEpisode, action: ParsedAction
-    ) -> tuple[list[dict[str, Any]], TerminationReason | None]:
-        """Carry out one parsed action; return the messages the model sees next, or a termination."""
-        if action.kind == "invalid":  # answered like a tool error; τ² would count an error per call
-            ep.counters = ep.counters.plus(parse_errors=1)
-            ep.ledger.tool_answers(errors=max(1, action.blocks))
-            return [{"role": "tool", "content": f"Error: {action.reason}"}], self._limit(ep)
-        if action.kind == "respond":
-            limit = self._limit(ep)  # τ² asks before the user speaks
-            if limit is not None:
-                return [], limit
-            turn = await self._user_reply(ep, action.content)
-            ep.count_user_turn(turn)
-            if turn.is_stop:  # a limit reached on the same step wins, as in τ²
-                return [], self._limit(ep) or TerminationReason.USER_STOP
-            return [{"role": "user", "content": turn.text}], self._limit(ep)
-        messages: list[dict[str, Any]] = []
-        errors = 0
-        for i, call in enumerate(action.calls):
-            ep.counters = ep.counters.plus(tool_calls=1)
-            step = await self.calls.env(
-                ep, ep.session.step, EnvToolCall(call.name, call.arguments, f"call-{ep.num_turns}-{i}")
-            )
-            ep.counters = ep.counters.plus(tool_errors=int(step.is_error))
-            errors += int(step.is_error)
-            messages.append({"role": "tool", "name": call.name, "content": step.content})
-            if step.is_done:
-                ep.ledger.tool_answers(errors)
-                return messages, TerminationReason.AGENT_STOP
-        ep.ledger.tool_answers(errors)
-        return messages, self._limit(ep)
-
-    def _limit(self, ep: LiveEpisode) -> TerminationReason | None:
-        """τ²'s error and step limits, asked when no tool answer is pending."""
-        return self.limits.reached(ep.ledger.steps, ep.ledger.errors)
-
-    def token_budget(self, sampling_params: dict[str, Any]) -> TokenBudget:
-        """Per-turn cap (the tighter of ``tau_max_tokens_per_turn`` and slime's ``max_new_tokens``), whole-sequence
-        cap (``max_context_len``) and the optional whole-response cap (``tau_max_response_len``)."""
-        caps = [c for c in (self.config.max_tokens_per_turn, sampling_params.get("max_new_tokens")) if c]
-        per_turn = min(caps) if caps else None
-        return TokenBudget(self.config.max_context_len, self.config.max_response_len, per_turn)
 
     async def _score(self, ep: LiveEpisode, termination: TerminationReason) -> Any:
         """τ's reward, through the judge's guards: an NL-assertion judge that fails every request is waited
@@ -272,15 +161,6 @@ class EpisodeEngine:
             "user_temperature": self.config.user_temperature,
             "user_seed": seed,
         }
-
-    # --- user turns -------------------------------------------------------------------------------
-
-    async def _user_reply(self, ep: LiveEpisode, text: str) -> UserTurn:
-        await self.calls.env(ep, ep.session.record_message, "assistant", text)
-        turn = await self.calls.user(ep, ep.user.reply(text))
-        if not turn.is_stop:
-            await self.calls.env(ep, ep.session.record_message, "user", turn.text)
-        return turn
 
     async def _suspend(self, ep: LiveEpisode) -> EpisodeState | None:
         """The state an ABORTED episode resumes from; None when it cannot be taken (it then restarts)."""
