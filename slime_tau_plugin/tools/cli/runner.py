@@ -206,6 +206,7 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
     pass^k counts only the samples that completed: a FAILED sample (policy server gone, endpoint error) is
     no evidence about the model, so it is counted in ``failed`` next to pass^k instead of as a wrong answer;
     an episode past ``--episode-timeout-s`` (``deadline``, removed like a failure) is left out the same way.
+    Mean reward and mean turns are taken over the same samples as pass^k.
     """
     completed = [s for s in group if not _left_out(s)]
     wins, counts = per_task_outcomes(completed)
@@ -214,6 +215,7 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
         **domain_summary(group),
         "reward_mean": counted.get("reward_mean", 0.0),  # like pass^k: over the samples that completed
         "pass_rate": counted.get("pass_rate", 0.0),
+        "turns_mean": counted.get("turns_mean", 0.0),  # a FAILED episode's few turns say nothing of the model
         **(pass_hat_ks(wins, counts) if counts else {}),
         **(pass_k_bounds(wins, counts) if counts else {}),
         "tasks": len(counts),
