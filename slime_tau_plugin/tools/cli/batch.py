@@ -22,6 +22,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
+from slime_tau_plugin.tools.cli.parse_check import EarlyParseCheck, ParserMismatchError
 from slime_tau_plugin.tools.cli.progress import Progress
 from slime_tau_plugin.tools.cli.run_output import (
     RunDir,
@@ -64,11 +65,14 @@ def play_and_report(
     played: list[RolloutSample] = []
     t0 = last_write = time.perf_counter()
 
+    check = EarlyParseCheck(ns.tool_call_parser, len(episodes), f"--overwrite --out {run_dir.shown}")
+
     def on_done(sample: RolloutSample) -> None:
         nonlocal last_write
         writer.write(sample.to_row())
         progress.update(sample)
         played.append(sample)
+        check.add(sample)  # raises: the first episodes are mostly parse errors
         if time.perf_counter() - last_write >= 1.0:
             last_write = time.perf_counter()
             held = summarize(earlier + played, ns.samples_per_task, last_write - t0)
@@ -90,6 +94,10 @@ def play_and_report(
     except KeyboardInterrupt:  # a second Ctrl-C/SIGTERM: keep what finished, say so
         killed = True
         batch = BatchResult(played, interrupted=True)
+    except ParserMismatchError as exc:  # what the first episodes showed: the folder says why it stopped
+        held = summarize(earlier + played, ns.samples_per_task, time.perf_counter() - t0)
+        write_summary(run_dir, {"state": "stopped", "interrupted": False, "stopped": str(exc), **held, **base})
+        raise
     except BaseException:  # a setting an episode refused (ConfigError): nothing is left that blocks a rerun
         stopped = True
         raise

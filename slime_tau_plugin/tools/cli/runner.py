@@ -123,7 +123,8 @@ async def play(
     """Play ``episodes``, at most ``concurrency`` at once; ``on_done`` sees each sample as it finishes.
 
     With ``seed`` each episode sends its own :func:`sampling_seed` (also in ``metadata["sampling_seed"]``).
-    An exception from ``play_sample`` (a ConfigError: every sample would fail) cancels the rest and is raised.
+    An exception from ``play_sample`` (a ConfigError: every sample would fail) or from ``on_done`` cancels the rest
+    and is raised.
     """
     gate = asyncio.Semaphore(concurrency)
     run_id = f"{time.time_ns():x}"
@@ -146,7 +147,11 @@ async def play(
                 raise
         finished.append(sample)
         if on_done is not None:
-            on_done(sample)
+            try:
+                on_done(sample)
+            except Exception:  # the caller stops the run (the first episodes show a wrong parser)
+                _cancel(jobs)
+                raise
 
     interrupted = False
     loop = asyncio.get_running_loop()
