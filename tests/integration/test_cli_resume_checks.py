@@ -158,3 +158,20 @@ def test_verify_with_a_wrong_model_folder_names_model_not_slimes_flags(qwen25_di
     assert main(["verify", str(out), "--model", str(tmp_path)]) == 2
     line = _error(capsys, "verify")
     assert "to --model" in line and "hf-checkpoint" not in line
+
+
+def test_the_parse_check_waits_for_the_first_episodes_and_stops_only_on_most_turns():
+    from slime_tau_plugin.tools.cli.parse_check import EarlyParseCheck, ParserMismatchError
+
+    def sample(turns: int, errors: int) -> RolloutSample:
+        return RolloutSample(metadata={"num_turns": turns, "parse_errors": errors})
+
+    healthy = EarlyParseCheck("qwen25", planned=10, rerun="--overwrite --out r")
+    for s in [sample(8, 4)] * 4 + [sample(8, 8)] * 6:  # half, not most; later episodes are not looked at
+        healthy.add(s)
+    broken = EarlyParseCheck("qwen25", planned=2, rerun="--overwrite --out r")
+    broken.add(sample(4, 3))  # one of the first 2: not yet
+    with pytest.raises(ParserMismatchError) as info:
+        broken.add(sample(4, 4))
+    assert str(info.value).startswith("stopped: 7 of the 8 model turns of the first 2 episodes are parse errors")
+    assert "no SGLang parser reads the replies" in str(info.value) and str(info.value).endswith("--overwrite --out r")

@@ -50,7 +50,8 @@ class EarlyParseCheck:
         fix = (
             f"the replies are {family} tool calls: run again with --tool-call-parser {family} {self.rerun}"
             if family
-            else f"set --tool-call-parser to the policy model's family and run again {self.rerun}"
+            else "no SGLang parser reads the replies as calls of the episode's tools: check that the served model "
+            f"calls tools and that --tool-call-parser is its family, then run again {self.rerun}"
         )
         raise ParserMismatchError(
             f"stopped: {errors} of the {turns} model turns of the first {len(self.seen)} episodes are parse errors "

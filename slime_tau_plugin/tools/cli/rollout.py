@@ -244,10 +244,10 @@ def run(ns: argparse.Namespace) -> int:
     from slime_tau_plugin.tools.servers import build_sglang_server
 
     check_flags(ns)
-    check_parsers(ns)
     install_env_faults_from_environ()  # TAU_FAULTS' env kinds (env steps, rewards) in this process; read once
     signal.signal(signal.SIGTERM, _as_interrupt)  # schedulers stop jobs with SIGTERM: treat it as Ctrl-C
     run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite, retry_failed=ns.retry_failed)
+    check_parsers(ns)  # SGLang's tables take seconds to import: after the quick checks, before anything starts
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
     tokenizer_dir = str(Path(tokenizer_dir).resolve()) if Path(tokenizer_dir).exists() else tokenizer_dir
     with contextlib.ExitStack() as servers:
