@@ -22,9 +22,12 @@ Failure runs (issue 19: a dead user simulator must not make slime loop forever):
     ... --user dead  --filter slime --n-samples-per-prompt 4 --timeout-s 60   # before: loops until the cap
     ... --user dead  --filter tau   --n-samples-per-prompt 4 --timeout-s 60   # after: stops, naming the user
     ... --user flaky --filter slime|tau --n-samples-per-prompt 4 --timeout-s 180
+    ... --broken-workers --episode-workers 2 --filter tau --timeout-s 120   # issue 34: stops, naming the workers
 ``--user dead`` points ``tau_user: llm`` at a closed port on 127.0.0.1; ``--user flaky`` starts the built-in chat
 user server answering ``--user-fail-share`` of requests with 503 and opening ``--user-wrong-share`` of episodes
-with a line the oracle cannot place (reward 0, so groups have spread). ``--filter slime`` is the launch scripts'
+with a line the oracle cannot place (reward 0, so groups have spread). ``--broken-workers`` points every
+episode worker process at a Python home that does not exist (they exit before answering; episodes FAILED on
+``worker``). ``--filter slime`` is the launch scripts'
 ``check_reward_nonzero_std``; ``--filter tau`` is ``group_filter.keep_group`` plus ``all_samples``. The train
 rollout is capped at ``--timeout-s``; the report gives groups drawn, filter verdicts, time to return or to stop,
 what was logged (WARNING+ lines by logger) and, for kept groups with FAILED episodes, slime's advantages next to
@@ -209,6 +212,9 @@ def main() -> int:
     p.add_argument("--filter", choices=("none", *faults.FILTERS), default="none", help="dynamic sampling filter")
     p.add_argument("--timeout-s", type=float, default=None, help="cap on the train rollout (failure runs)")
     p.add_argument("--episode-workers", type=int, default=0, help="tau_episode_workers (0: in slime's process)")
+    p.add_argument(
+        "--broken-workers", action="store_true", help="episode worker processes cannot start (needs --episode-workers)"
+    )
     ns = p.parse_args()
     try:
         from slime.rollout.sglang_rollout import eval_rollout, generate_rollout_async
@@ -240,6 +246,8 @@ def main() -> int:
                 faults.with_workers(faults.user_yaml(TAU_YAML, user_url), ns.episode_workers)
             )
             args = build_args(ns, tok, url, train, eval_yaml, tau_yaml)
+            if ns.broken_workers:
+                faults.break_workers()
             init_http_client(args)  # what RolloutManager.__init__ does (slime/ray/rollout.py:380); no Ray needed
             instrument()
             data_source = load_function(args.data_source_path)(args)  # RolloutDataSourceWithBuffer by default
@@ -250,7 +258,7 @@ def main() -> int:
                 return groups
 
             t0 = time.monotonic()
-            if ns.user != "scripted" or ns.timeout_s is not None:  # a failure run: capped, no eval
+            if ns.user != "scripted" or ns.timeout_s is not None or ns.broken_workers:  # a failure run: capped
                 out, how, ended = faults.run_capped(generate_rollout_async(args, 0, get_samples), args, ns.timeout_s)
                 took = faults.marks.get("raised_at", ended) - t0
                 return faults.report(

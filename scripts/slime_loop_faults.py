@@ -11,6 +11,7 @@ import asyncio
 import collections
 import concurrent.futures
 import logging
+import os
 import random
 import re
 import socket
@@ -103,6 +104,11 @@ def with_workers(tau_yaml: str, workers: int) -> str:
     return tau_yaml if not workers else tau_yaml.replace("}", f", tau_episode_workers: {workers}}}")
 
 
+def break_workers() -> None:
+    """Every episode worker process started from now on dies before it answers (its interpreter finds no stdlib)."""
+    os.environ["PYTHONHOME"] = "/nonexistent"
+
+
 def user_yaml(tau_yaml: str, user_url: str | None) -> str:
     if user_url is None:
         return tau_yaml
@@ -166,7 +172,9 @@ def report(
 ) -> int:
     """Print what the failure run did; exit status 0 when it ended as its mode should."""
     k = args.n_samples_per_prompt
-    print(f"\nmode: --user {ns.user} --filter {ns.filter}, {k} samples/prompt, rollout batch {args.rollout_batch_size}")
+    workers = f", {ns.episode_workers} episode workers" + (" (broken)" if ns.broken_workers else "")
+    batch = args.rollout_batch_size
+    print(f"\nmode: --user {ns.user} --filter {ns.filter}{workers}, {k} samples/prompt, rollout batch {batch}")
     ended = f"{how} after {took:.1f} s" + (f": {marks['raised']}" if "raised" in marks else "")
     print(f"train rollout {ended}")
     print(f"groups submitted {submitted} ({submitted * k} episodes); filter verdicts: {dict(verdicts)}")
@@ -180,4 +188,6 @@ def report(
         print("all_samples hook logged: " + ", ".join(f"{k} {float(v):g}" for k, v in re.findall(watched, line)))
     if ns.user == "dead":
         return 0 if "raised" in marks and "user simulator" in marks["raised"] else 1
+    if ns.broken_workers:
+        return 0 if "raised" in marks and "FailureGuardError" in marks["raised"] and "worker" in marks["raised"] else 1
     return 0 if how == "returned" else 1

@@ -15,6 +15,9 @@ tau_check_nodes() {
     if [[ -n $NODE_ADDRS ]] && (($(tau_count "$NODE_ADDRS") != NUM_NODES)); then
         tau_die "NODE_ADDRS=$NODE_ADDRS lists $(tau_count "$NODE_ADDRS") addresses, NUM_NODES=$NUM_NODES; list every node's address, head first"
     fi
+    local twice # one address twice: said here, not later as a duplicate user-simulator URL in the config
+    twice=$(tr ',' '\n' <<<"$NODE_ADDRS" | sort | uniq -d | head -n 1)
+    [[ -z $twice ]] || tau_die "NODE_ADDRS=$NODE_ADDRS lists $twice twice; list each node's address once, head first"
     ((NUM_NODES > 1)) || return 0
     [[ $COLOCATE == 1 ]] ||
         tau_die "COLOCATE=0 with NUM_NODES=$NUM_NODES is not supported by these scripts; use COLOCATE=1 on several nodes (or one node with COLOCATE=0)"

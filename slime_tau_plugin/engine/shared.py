@@ -67,33 +67,37 @@ class SharedMap(Generic[V]):
         if value is not _UNSET:
             return value
         future, is_builder = self._claim(key)
-        if not is_builder:
-            return future.result()
-        try:
-            value = build()
-        except BaseException as exc:
-            self._forget(key, future, exc)
-            raise
-        self._built[key] = value
-        future.set_result(value)
-        return value
+        if is_builder:
+            self._build(key, future, build)
+        return future.result()
 
     async def aget(self, key: Hashable, build: Callable[[], V]) -> V:
         """As :meth:`get`, with the build in a worker thread so the running event loop keeps serving meanwhile.
+
+        A cancelled caller (verl cancels its other tasks once one raises) stops waiting, nothing more: the build
+        runs to its end in its thread and settles the shared future, so every other waiter gets the value or the
+        build's own error, never a ``CancelledError`` or ``InvalidStateError`` that is not theirs.
 
         Raises:
             Whatever ``build`` raises (not cached).
         """
         future, is_builder = self._claim(key)
         if is_builder:
-            try:
-                value = await asyncio.get_running_loop().run_in_executor(None, build)
-            except BaseException as exc:
-                self._forget(key, future, exc)
-                raise
-            self._built[key] = value
-            future.set_result(value)
+            asyncio.get_running_loop().run_in_executor(None, self._build, key, future, build)
         return await asyncio.wrap_future(future)
+
+    def _build(self, key: Hashable, future: concurrent.futures.Future[V], build: Callable[[], V]) -> None:
+        """Run ``build`` and settle ``future`` with its value or its error (never raises: callers read the future)."""
+        try:
+            value = build()
+        except BaseException as exc:
+            with self._lock:
+                if self._slots.get(key) is future:
+                    del self._slots[key]
+            future.set_exception(exc)
+            return
+        self._built[key] = value
+        future.set_result(value)
 
     def __len__(self) -> int:
         with self._lock:
@@ -105,13 +109,8 @@ class SharedMap(Generic[V]):
             if future is not None:
                 return future, False
             future = self._slots[key] = concurrent.futures.Future()
+            future.set_running_or_notify_cancel()  # running: a cancelled waiter's cancel() is a no-op on it
             return future, True
-
-    def _forget(self, key: Hashable, future: concurrent.futures.Future[V], exc: BaseException) -> None:
-        with self._lock:
-            if self._slots.get(key) is future:
-                del self._slots[key]
-        future.set_exception(exc)
 
 
 class SharedState:

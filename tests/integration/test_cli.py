@@ -260,8 +260,11 @@ def test_a_user_replica_that_cannot_be_reached_at_start_is_warned_about_when_ano
         argv = ["rollout", "--user", "llm", "--user-model", "scripted-user", "--tokenizer", qwen25_dir, "--tasks", "0"]
         assert main([*argv, "--user-base-url", f"{live.base_url},{dead}", "--out", str(tmp_path / "a")]) == 0
         assert f"warning: --user-base-url {dead}: cannot reach it" in capsys.readouterr().err
-        assert main([*argv, "--user-base-url", f"{dead},{dead.replace('/v1', '/x/v1')}"]) == 2
-        assert "--user-base-url: no replica answers" in capsys.readouterr().err
+        other = dead.replace("/v1", "/x/v1")
+        assert main([*argv, "--user-base-url", f"{dead},{other}"]) == 2
+        err = capsys.readouterr().err
+        assert "--user-base-url: none of its 2 replicas answers GET /models" in err
+        assert f"{dead} (" in err and f"{other} (" in err, "every dead replica is named"
     finally:
         live.stop()
 

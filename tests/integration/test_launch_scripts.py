@@ -756,6 +756,7 @@ def test_two_nodes_of_eight_gpus_print_a_per_node_plan_with_a_user_simulator_on_
         ({"NUM_NODES": "2", "MASTER_ADDR": "10.0.0.1"}, "USER_SIM_NODES=all on NUM_NODES=2 starts a user simulator"),
         ({"NODE_ADDRS": "10.0.0.1,10.0.0.2", "NUM_NODES": "3"}, "lists 2 addresses, NUM_NODES=3"),
         ({"NODE_ADDRS": "10.0.0.1,10.0.0.2", "NODE_RANK": "2"}, "NODE_RANK=2; expected 0 (the head) to 1"),
+        ({"NODE_ADDRS": "10.0.0.1,10.0.0.1"}, "NODE_ADDRS=10.0.0.1,10.0.0.1 lists 10.0.0.1 twice; list each node's"),
         ({"TRAIN_GPUS": "0,1,2,3,4"}, "TRAIN_GPUS=0,1,2,3,4 gives 5 training GPUs, not a multiple of TP_SIZE"),
     ],
 )

@@ -21,7 +21,7 @@ from slime_tau_plugin.engine.chat.template_text import with_system_text
 from slime_tau_plugin.engine.chat.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.envs import get_backend
 from tests.conftest import ROOT, _need, cli_server, require_sglang_parsers
-from tests.integration.test_cli_rollout import assert_one_line_error, slime_tau
+from tests.integration.test_cli_rollout import assert_one_line_error, error_lines, slime_tau
 from tests.integration.test_generate_e2e import make_samples, requests_of, run_all, slime_args
 from tests.invariants import assert_sample_invariants, assert_tito
 
@@ -133,12 +133,21 @@ def test_serve_lists_the_formats_and_refuses_another_in_one_line():
     assert_one_line_error(done, "invalid choice: 'pythonic'", "deepseekv3", "llama3", command="serve")
 
 
-def test_rollout_with_the_wrong_parser_counts_parse_errors_and_names_the_flag(tmp_path):
-    """Walk-through row (a): a policy writing llama3 calls, rolled out with the default parser (qwen25)."""
-    with cli_server("--tool-call-format", "llama3", "--domain", "retail", "--split", "train") as url:
-        done = slime_tau(["rollout", "--sglang-url", url, "--tasks", "0-1", "--json", "--out", str(tmp_path / "r")])
-    assert done.returncode == 0, done.stderr
-    retail = json.loads(done.stdout)["domains"]["tau2/retail"]
-    assert retail["pass^1"] == 0.0 and retail["parse_errors_per_episode"] >= 1.0
-    warnings = [line for line in done.stderr.splitlines() if "opens a llama3 tool call" in line]
-    assert len(warnings) == 1 and "--tool-call-parser" in warnings[0], done.stderr
+def test_rollout_with_the_wrong_parser_stops_naming_the_family_the_replies_are_in(tmp_path):
+    """Walk-through row (a): a policy writing llama3 calls, rolled out with the default parser (qwen25), and the
+    reverse (issue 34: the warning named "glm" for a qwen25 server, and the run ended pass^1 0.000 with exit 0)."""
+    for served, parser in (("llama3", None), ("qwen25", "llama3")):
+        out = tmp_path / served
+        flags = ["--tool-call-parser", parser] if parser else []
+        with cli_server("--tool-call-format", served, "--domain", "retail", "--split", "train") as url:
+            done = slime_tau(["rollout", "--sglang-url", url, "--tasks", "0-1", *flags, "--out", str(out)])
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        lines = [line for line in error_lines(done.stderr) if line.startswith("slime-tau")]  # not progress, warning
+        assert len(lines) == 1 and lines[0].startswith("slime-tau rollout: error: stopped: "), done.stderr
+        warned = [line for line in error_lines(done.stderr) if line.startswith("WARNING")]
+        assert len(warned) == 1 and f"opens a {served} tool call" in warned[0], done.stderr
+        assert "parse errors under --tool-call-parser" in lines[0] and f"--overwrite --out {out}" in lines[0]
+        assert f"the replies are {served} tool calls: run again with --tool-call-parser {served}" in lines[0]
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["state"] == "stopped" and summary["samples"] == 2
+        assert summary["domains"]["tau2/retail"]["parse_errors_per_episode"] >= 1.0

@@ -40,6 +40,7 @@ __all__ = [
     "FailureGuardError",
     "FailureGuardSettings",
     "FilterVerdict",
+    "describe",
     "failure_endpoint",
     "guard_settings",
     "keep_group",
@@ -68,12 +69,13 @@ ENDPOINTS: dict[str, str] = {
     "judge": "the NL-assertion judge (tau_judge_base_url)",
     "env": "the τ environment",
     "config": "the plugin configuration",
+    "worker": "the episode workers (tau_episode_workers: their processes or Ray actors died or cannot start)",
     "deadline": "the episode deadline (tau_episode_timeout_s: episodes slower than it, often a slow server)",
     "user_token_budget": "the LLM user's token budget (tau_user_token_budget_per_step / _total is spent)",
     "other": "an unknown cause (removed without our metadata: another generate function or hook)",
 }
 """Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says.
-The first five are :class:`FailedEndpoint`'s values."""
+The first six are :class:`FailedEndpoint`'s values (``tests/unit/test_failed_endpoints.py`` checks every one)."""
 _FAILED_ENDPOINTS = frozenset(e.value for e in FailedEndpoint)
 _BY_REASON = {
     TerminationReason.USER_ERROR.value: FailedEndpoint.USER,
@@ -118,6 +120,12 @@ def guard_settings(args: Any) -> FailureGuardSettings:
     share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
     window = config.failure_window_groups or getattr(args, "rollout_batch_size", None) or DEFAULT_WINDOW_GROUPS
     return FailureGuardSettings(float(share), window)
+
+
+def describe(endpoint: str) -> str:
+    """What the stop line calls ``endpoint``; a cause missing from :data:`ENDPOINTS` is named as it is, so a
+    new failure cause can never turn the guard's one-line stop into a ``KeyError`` inside slime's rollout."""
+    return ENDPOINTS.get(endpoint, f"the {endpoint!r} endpoint")
 
 
 def failure_endpoint(sample: Any) -> str | None:
@@ -183,7 +191,7 @@ class FailureGuard:
         drawn = sum(size for size, _ in self._window)
         message = (
             f"slime_tau_plugin stopped the run: {failed} of the last {drawn} episodes ({groups} groups) FAILED on "
-            f"{ENDPOINTS[endpoint]}, more than tau_max_failed_share={self.settings.max_failed_share:g} of a "
+            f"{describe(endpoint)}, more than tau_max_failed_share={self.settings.max_failed_share:g} of a "
             f"{capacity}-episode window (tau_failure_window_groups={self.settings.window_groups}); fix or restart "
             f"that endpoint, then resume the run; last error: {self._last_error.get(endpoint)}"
         )
@@ -236,7 +244,7 @@ def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
         logger.warning(
             "a group of %d episodes all FAILED on %s (dropped as %s, counted by the failure guard): %s",
             len(samples),
-            ENDPOINTS[endpoint],
+            describe(endpoint),
             reason,
             guard.last_error(endpoint),
         )

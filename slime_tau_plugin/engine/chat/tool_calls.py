@@ -178,6 +178,7 @@ class ToolCallParser:
         check_parser_names(parser, reasoning_parser)
         function_call_parser, tool_cls, function_cls, reasoning_cls = import_sglang_parsers()
         self.tool_names = [t["function"]["name"] for t in tools]
+        self._tools = list(tools)
         sgl_tools = [tool_cls(type="function", function=function_cls(**t["function"])) for t in tools]
         self._parser = function_call_parser(tools=sgl_tools, tool_call_parser=parser)
         detector = self._parser.detector
@@ -233,6 +234,9 @@ class ToolCallParser:
                 continue
             if family not in self._warned:
                 self._warned.add(family)
+                from slime_tau_plugin.engine.chat.tool_call_family import reply_family  # once per marker: slow, rare
+
+                family = reply_family(text, self._tools, exclude=self.parser_name) or family
                 logger.warning(
                     "a model reply opens a %s tool call (%r) but tau_tool_call_parser=%r (rollout: --tool-call-parser):"
                     " such replies count as parse errors; set the parser of the policy's model family",

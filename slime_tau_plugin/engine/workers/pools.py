@@ -106,11 +106,12 @@ class WorkerPool(ABC):
         self._watched: dict[str, Pending] = {}
         self._watcher: threading.Thread | None = None
         self._closed = False
-        self.slots: list[WorkerSlot] = [self._start(i) for i in range(config.episode_workers)]
         self.replaced = 0
         self.broken: str | None = None
         """Why the pool stopped replacing workers (:data:`MAX_SILENT_DEATHS`); None while it works."""
         self._silent_deaths = 0
+        with self._lock:  # a worker that dies at once (``died``) waits until every slot and counter exists
+            self.slots: list[WorkerSlot] = [self._start(i) for i in range(config.episode_workers)]
 
     @abstractmethod
     def _start(self, index: int) -> WorkerSlot:

@@ -73,9 +73,16 @@ class RaySlot(WorkerSlot):
             self.actor.abort.remote(request_id)
 
     def close(self) -> None:
+        """Kill the actor; nothing to do once Ray itself shut down (its atexit hook runs before the pools')."""
         self.alive = False
-        ray = _ray()
-        ray.kill(self.actor, no_restart=True)
+        import ray  # imported when this pool started; _ray() would start a new Ray at exit
+
+        if not ray.is_initialized():
+            return
+        try:
+            ray.kill(self.actor, no_restart=True)
+        except Exception as exc:  # the actor (or Ray) is already gone: there is nothing left to stop
+            logger.debug("%s: kill at close: %s", self.name, exc)
 
     def _answered(self, request_id: str, fut: Any) -> None:
         ray = _ray()

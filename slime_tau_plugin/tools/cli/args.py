@@ -4,7 +4,7 @@ help format. (``rollout``'s flags that set a ``TauConfig`` key are generated fro
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class Parser(argparse.ArgumentParser):
@@ -83,3 +83,22 @@ def _number(kind: type, text: str, what: str):
         return kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+ENGINE_TOKENIZER_HINT = "(tau_tokenizer_path or slime's --hf-checkpoint)"
+"""How the engine names the tokenizer setting in its errors; a CLI command names its own flag instead."""
+
+
+def load_tokenizer_for(flag: str, path: str) -> Any:
+    """The tokenizer in ``path``; a failure names ``flag`` (``--model``, ``--tokenizer``), not slime's keys.
+
+    Raises:
+        ConfigError: no such directory, or no tokenizer in it.
+    """
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
+    from slime_tau_plugin.engine.errors import ConfigError
+
+    try:
+        return load_tokenizer(path)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace(ENGINE_TOKENIZER_HINT, f"to {flag}")) from None

@@ -22,8 +22,15 @@ from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
+from slime_tau_plugin.tools.cli.parse_check import EarlyParseCheck, ParserMismatchError
 from slime_tau_plugin.tools.cli.progress import Progress
-from slime_tau_plugin.tools.cli.run_output import RunDir, SampleWriter, write_summary
+from slime_tau_plugin.tools.cli.run_output import (
+    RunDir,
+    SampleWriter,
+    discard_unplayed,
+    is_retryable,
+    write_summary,
+)
 from slime_tau_plugin.tools.cli.runner import BatchResult, Episode, RolloutSample, format_summary, play, summarize
 from slime_tau_plugin.tools.cli.stop_signals import signals_held
 
@@ -43,25 +50,35 @@ def play_and_report(
     base = {"tokenizer": record["tokenizer"], "policy": ns.sglang_url or f"built-in {ns.policy or 'oracle'}"}
     base |= {"cwd": str(Path.cwd()), "run": record}
     write_summary(run_dir, {"state": "running", "interrupted": False, "domains": {}, **base})
-    if run_dir.previous:
-        print(f"--resume: {len(run_dir.previous)} samples kept, {len(episodes)} to play", file=sys.stderr)
+    if run_dir.previous or run_dir.retried:
+        again = f" ({len(run_dir.retried)} FAILED or past their deadline, played again)" if run_dir.retried else ""
+        print(f"--resume: {len(run_dir.previous)} samples kept, {len(episodes)} to play{again}", file=sys.stderr)
+        if stale := sum(is_retryable(row) for row in run_dir.previous):
+            print(
+                f"--resume: {stale} of the kept samples FAILED or passed their deadline; add --retry-failed to "
+                "play them again",
+                file=sys.stderr,
+            )
     writer = SampleWriter(run_dir.samples_path)
     progress = Progress(len(episodes), done_before=len(run_dir.previous))
     earlier = [RolloutSample.from_row(row) for row in run_dir.previous]
     played: list[RolloutSample] = []
     t0 = last_write = time.perf_counter()
 
+    check = EarlyParseCheck(ns.tool_call_parser, len(episodes), f"--overwrite --out {run_dir.shown}")
+
     def on_done(sample: RolloutSample) -> None:
         nonlocal last_write
         writer.write(sample.to_row())
         progress.update(sample)
         played.append(sample)
+        check.add(sample)  # raises: the first episodes are mostly parse errors
         if time.perf_counter() - last_write >= 1.0:
             last_write = time.perf_counter()
             held = summarize(earlier + played, ns.samples_per_task, last_write - t0)
             write_summary(run_dir, {"state": "running", "interrupted": False, **held, **base})
 
-    killed = False
+    killed = stopped = False
     try:
         batch = asyncio.run(
             play(
@@ -77,9 +94,18 @@ def play_and_report(
     except KeyboardInterrupt:  # a second Ctrl-C/SIGTERM: keep what finished, say so
         killed = True
         batch = BatchResult(played, interrupted=True)
+    except ParserMismatchError as exc:  # what the first episodes showed: the folder says why it stopped
+        held = summarize(earlier + played, ns.samples_per_task, time.perf_counter() - t0)
+        write_summary(run_dir, {"state": "stopped", "interrupted": False, "stopped": str(exc), **held, **base})
+        raise
+    except BaseException:  # a setting an episode refused (ConfigError): nothing is left that blocks a rerun
+        stopped = True
+        raise
     finally:
         writer.close()
         progress.close()
+        if stopped and not played:
+            discard_unplayed(run_dir)
     with signals_held(then_exit_at_once=batch.interrupted):
         samples = earlier + batch.samples
         summary = summarize(samples, ns.samples_per_task, time.perf_counter() - t0)
@@ -110,8 +136,10 @@ def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    again = "the same command with --resume --retry-failed"
+    retry = f"; to play them again once the endpoint is back: {again} --out {run_dir.shown}"
     if summary["samples"] and summary["failed"] == summary["samples"]:
-        print(f"error: all {summary['samples']} samples FAILED{cause}", file=sys.stderr)
+        print(f"error: all {summary['samples']} samples FAILED{cause}{retry}", file=sys.stderr)
         return EXIT_ALL_FAILED
     if summary["samples"] and not summary.get("scored", 1):
         ends: Counter[str] = Counter()
@@ -123,7 +151,8 @@ def _exit_code(summary: dict[str, Any], run_dir: RunDir, finished: int, planned:
     if summary["samples"] and summary["failed"] / summary["samples"] > max_failed:
         print(
             f"error: {summary['failed']} of {summary['samples']} samples FAILED, above --max-failed-share "
-            f"{max_failed:g}; pass^k counts only the {summary['samples'] - summary['failed']} that completed{cause}",
+            f"{max_failed:g}; pass^k counts only the {summary['samples'] - summary['failed']} that completed{cause}"
+            f"{retry}",
             file=sys.stderr,
         )
         return EXIT_ALL_FAILED

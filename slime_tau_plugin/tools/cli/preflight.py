@@ -83,16 +83,26 @@ def check_chat_endpoint(flag: str, endpoint: LLMEndpoint, key_flag: str, model_f
             _check_models(flag, url, endpoint, key, key_flag, model_flag)
             answered.append(url)
         except _UnreachableError as exc:
-            unreachable.append(str(exc))
+            unreachable.append(exc)
     if not answered:
-        raise ConfigError(unreachable[0] if len(unreachable) == 1 else f"{flag}: no replica answers: {unreachable[0]}")
-    for line in unreachable:
-        print(f"warning: {line}; the run goes on with the {len(answered)} that answered", file=sys.stderr)
+        if len(unreachable) == 1:
+            raise ConfigError(str(unreachable[0]))
+        each = ", ".join(f"{exc.url} ({exc.reason})" for exc in unreachable)
+        raise ConfigError(
+            f"{flag}: none of its {len(unreachable)} replicas answers GET /models: {each}; start them or fix the URLs"
+        )
+    for exc in unreachable:
+        print(f"warning: {exc}; the run goes on with the {len(answered)} that answered", file=sys.stderr)
     return answered
 
 
 class _UnreachableError(ConfigError):
     """Nothing answered at one URL (the others may)."""
+
+    def __init__(self, message: str, url: str, reason: str) -> None:
+        super().__init__(message)
+        self.url = url
+        self.reason = reason
 
 
 def _check_models(
@@ -103,7 +113,7 @@ def _check_models(
     status, reason, body = _get(models, key)
     if status is None:
         raise _UnreachableError(
-            f"{flag} {url}: cannot reach it (GET /models: {reason}); start the server or fix the URL"
+            f"{flag} {url}: cannot reach it (GET /models: {reason}); start the server or fix the URL", url, reason
         )
     if status in (401, 403):
         source = f"${key_env}" if key_env else f"no key (set {key_flag})"

@@ -22,7 +22,7 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.net.endpoints import EndpointRole, note_answered
 from slime_tau_plugin.engine.net.replicas import split_urls
-from slime_tau_plugin.tools.cli.args import HelpFormatter, non_negative_float, positive_int, share
+from slime_tau_plugin.tools.cli.args import HelpFormatter, load_tokenizer_for, non_negative_float, positive_int, share
 from slime_tau_plugin.tools.cli.batch import play_and_report
 from slime_tau_plugin.tools.cli.context_check import check_prompt_fits
 from slime_tau_plugin.tools.cli.flag_names import (
@@ -38,6 +38,7 @@ from slime_tau_plugin.tools.cli.flag_names import (
     add_config_flags,
     cli_key,
     config_values,
+    in_cli_terms,
 )
 from slime_tau_plugin.tools.cli.preflight import check_chat_endpoint, check_policy, check_url
 from slime_tau_plugin.tools.cli.server_match import check_served_model, check_server_tasks, check_server_tokenizer
@@ -117,6 +118,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="continue the run in --out (or runs/latest): play only the missing (task, trial) pairs",
     )
     again.add_argument("--overwrite", action="store_true", help="replace the run in --out")
+    out.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: play the FAILED and deadline samples again too (they move to retried.jsonl)",
+    )
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout instead of the table")
     out.add_argument(
         "--max-failed-share",
@@ -137,7 +143,9 @@ def add_termination_args(p: argparse.ArgumentParser) -> None:
     add_config_flags(
         p.add_argument_group("outages and deadlines (a failing endpoint costs time, not samples)"), RELIABILITY_FLAGS
     )
-    add_config_flags(p.add_argument_group("where episodes run (default: in this process)"), WORKER_FLAGS)
+    where = p.add_argument_group("where episodes run (default: in this process)")
+    add_config_flags(where, WORKER_FLAGS[:1])
+    add_config_flags(where, WORKER_FLAGS[1:], unset=True)  # unset: check_worker_flags sees that one was given
 
 
 def check_flags(ns: argparse.Namespace) -> None:
@@ -169,6 +177,8 @@ def check_flags(ns: argparse.Namespace) -> None:
         raise ConfigError("--script holds the scripted policy's replies; add --policy scripted")
     elif ns.policy == "scripted" and ns.script is None:
         raise ConfigError("--policy scripted needs --script FILE.json (a JSON list of replies, one per assistant turn)")
+    if ns.retry_failed and not ns.resume:
+        raise ConfigError("--retry-failed plays a run's FAILED samples again; add --resume (and --out DIR)")
     check_worker_flags(ns)
     for flag in ("user_base_url", "judge_base_url"):
         for url in split_urls(getattr(ns, flag) or ""):  # several: replicas, comma-separated
@@ -186,12 +196,25 @@ def check_worker_flags(ns: argparse.Namespace) -> None:
     Raises:
         ConfigError: naming the flag and the fix.
     """
-    defaults = {"episode_worker_kind": "process", "episode_worker_cpus": 1.0}
-    for name, default in defaults.items():
-        if not ns.episode_workers and getattr(ns, name) not in (None, default):
+    for name in WORKER_FLAGS[1:]:
+        if not ns.episode_workers and getattr(ns, name) is not None:
             raise ConfigError(f"{cli_key(name)} does nothing without --episode-workers N; add it or drop the flag")
     if ns.episode_workers and str(ns.episode_worker_kind) == "ray" and importlib.util.find_spec("ray") is None:
         raise ConfigError("--episode-worker-kind ray needs Ray: pip install 'slime-tau-plugin[ray]'")
+
+
+def check_parsers(ns: argparse.Namespace) -> None:
+    """The parser names, against SGLang's own tables, before any folder is written or server started.
+
+    Raises:
+        ConfigError: naming the flag, the bad value and the valid ones.
+    """
+    from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
+
+    try:
+        check_parser_names(ns.tool_call_parser, ns.reasoning_parser)
+    except ConfigError as exc:
+        raise ConfigError(in_cli_terms(str(exc))) from None
 
 
 def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any) -> TauConfig:
@@ -212,7 +235,7 @@ def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any)
 
 
 def run(ns: argparse.Namespace) -> int:
-    from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir, load_tokenizer
+    from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir
     from slime_tau_plugin.engine.envs import get_backend
     from slime_tau_plugin.tools.cli.run_output import choose_run_dir, open_run_dir, read_previous_summary
     from slime_tau_plugin.tools.cli.run_record import check_resumable, run_record
@@ -223,7 +246,8 @@ def run(ns: argparse.Namespace) -> int:
     check_flags(ns)
     install_env_faults_from_environ()  # TAU_FAULTS' env kinds (env steps, rewards) in this process; read once
     signal.signal(signal.SIGTERM, _as_interrupt)  # schedulers stop jobs with SIGTERM: treat it as Ctrl-C
-    run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite)
+    run_dir = choose_run_dir(ns.out, resume=ns.resume, overwrite=ns.overwrite, retry_failed=ns.retry_failed)
+    check_parsers(ns)  # SGLang's tables take seconds to import: after the quick checks, before anything starts
     tokenizer_dir = ns.tokenizer or default_tokenizer_dir()
     tokenizer_dir = str(Path(tokenizer_dir).resolve()) if Path(tokenizer_dir).exists() else tokenizer_dir
     with contextlib.ExitStack() as servers:
@@ -246,7 +270,7 @@ def run(ns: argparse.Namespace) -> int:
         if ns.split is None:  # after the endpoint checks: it loads τ
             ns.split = default_split(ns.benchmark, ns.domain)
             config = config.model_copy(update={"split": ns.split})
-        tokenizer = load_tokenizer(tokenizer_dir)
+        tokenizer = load_tokenizer_for("--tokenizer", tokenizer_dir)
         backend = get_backend(ns.benchmark)
         all_refs = backend.task_refs(ns.domain, ns.split)
         if ns.task_ids is not None:

@@ -3,7 +3,9 @@
 - Without ``--out`` each run gets a fresh folder ``runs/<YYYYmmdd-HHMMSS>`` and ``runs/latest`` (a symlink)
   is pointed at it when the run starts, so the README's main job can be repeated without flags.
 - An existing non-empty ``--out`` is refused unless ``--resume`` (keep its samples, play only the missing
-  (task, trial) pairs) or ``--overwrite`` (delete its ``samples.jsonl`` and ``summary.json`` first).
+  (task, trial) pairs; with ``--retry-failed`` its FAILED and deadline samples too, moved to ``retried.jsonl``)
+  or ``--overwrite`` (delete its ``samples.jsonl`` and ``summary.json`` first). ``--resume`` of a folder that
+  does not exist or is empty is refused: there is nothing to resume (a typo would otherwise start a new run).
 - ``samples.jsonl`` gets one line per finished episode, flushed at once (:class:`SampleWriter`), so a
   killed run keeps what it finished; ``summary.json`` is replaced atomically.
 
@@ -28,6 +30,8 @@ RUNS = Path("runs")
 LATEST = RUNS / "latest"
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
+RETRIED = "retried.jsonl"
+"""``--resume --retry-failed``: the rows of the samples played again, kept (a sample is never lost)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,8 @@ class RunDir:
     """Rows already in samples.jsonl (``--resume``)."""
     keep_bytes: int | None = None
     """``--resume``: cut samples.jsonl to this many bytes first (drops a line cut off by a killed run)."""
+    retried: tuple[dict[str, Any], ...] = ()
+    """``--resume --retry-failed``: rows to play again; samples.jsonl is rewritten without them."""
 
     @property
     def samples_path(self) -> Path:
@@ -56,17 +62,17 @@ class RunDir:
         return self.path / SUMMARY
 
 
-def choose_run_dir(out: str | None, *, resume: bool, overwrite: bool) -> RunDir:
+def choose_run_dir(out: str | None, *, resume: bool, overwrite: bool, retry_failed: bool = False) -> RunDir:
     """Decide where to write; nothing is touched on disk.
 
     Raises:
         ConfigError: ``--out`` is a file, or a non-empty folder without ``--resume``/``--overwrite``; or
-            ``--resume`` without ``--out`` when ``runs/latest`` does not exist.
+            ``--resume`` of a folder that does not exist or is empty (``runs/latest`` without ``--out``).
     """
     if out is None and resume:
         if not LATEST.exists():
             raise ConfigError(f"--resume: {LATEST} does not exist; pass --out DIR, the folder of the run to continue")
-        return _resumed(LATEST.resolve(), LATEST)
+        return _resumed(LATEST.resolve(), LATEST, retry_failed)
     if out is None:
         fresh = _fresh_name()
         return RunDir(fresh, LATEST if not LATEST.exists() or LATEST.is_symlink() else fresh, link=LATEST)
@@ -76,7 +82,13 @@ def choose_run_dir(out: str | None, *, resume: bool, overwrite: bool) -> RunDir:
     check_creatable(path, "--out")
     has_content = path.is_dir() and any(path.iterdir())
     if resume:
-        return _resumed(path, path) if has_content else RunDir(path, path)
+        if not has_content:
+            state = "is empty" if path.is_dir() else "does not exist"
+            raise ConfigError(
+                f"--resume: --out {out} {state}, so there is no run to continue; drop --resume to start a new run "
+                "there, or pass the folder of the run to continue"
+            )
+        return _resumed(path, path, retry_failed)
     if has_content and not overwrite:
         rows = _count_lines(path / SAMPLES)
         held = f"a run ({rows} samples)" if rows is not None else "files"
@@ -126,7 +138,13 @@ def _open(run: RunDir) -> None:
     if run.overwrite:
         for name in (SAMPLES, SUMMARY):
             (run.path / name).unlink(missing_ok=True)
-    if run.keep_bytes is not None:
+    if run.retried:
+        with (run.path / RETRIED).open("a", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in run.retried)
+        tmp = run.samples_path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in run.previous), encoding="utf-8")
+        os.replace(tmp, run.samples_path)
+    elif run.keep_bytes is not None:
         with run.samples_path.open("r+b") as fh:
             fh.truncate(run.keep_bytes)
             if run.keep_bytes:
@@ -135,6 +153,22 @@ def _open(run: RunDir) -> None:
                     fh.write(b"\n")
     if run.link is not None:
         _point_link(run.link, run.path)
+
+
+def discard_unplayed(run: RunDir) -> None:
+    """Remove what a run that stopped before its first sample wrote (a refused setting found by an episode), so
+    the corrected command can use the same ``--out``: a folder in state ``running`` with no sample would be refused.
+    A resumed run's folder is left as it is (``--resume`` continues it)."""
+    if run.previous or run.retried:
+        return
+    try:
+        if run.samples_path.exists() and run.samples_path.stat().st_size == 0:
+            run.samples_path.unlink()
+        run.summary_path.unlink(missing_ok=True)
+        if not any(run.path.iterdir()):
+            run.path.rmdir()
+    except OSError:
+        pass  # best effort: the error being raised is the one to show
 
 
 class SampleWriter:
@@ -167,7 +201,12 @@ def read_previous_summary(run: RunDir) -> dict[str, Any] | None:
     return summary if isinstance(summary, dict) else None
 
 
-def _resumed(path: Path, shown: Path) -> RunDir:
+def is_retryable(row: dict[str, Any]) -> bool:
+    """A row ``--retry-failed`` plays again: FAILED, or ended by its deadline (no evidence about the model)."""
+    return row.get("status") == "failed" or row["metadata"].get("termination_reason") == "deadline"
+
+
+def _resumed(path: Path, shown: Path, retry_failed: bool = False) -> RunDir:
     samples = path / SAMPLES
     if not samples.exists():
         return RunDir(path, shown)
@@ -191,6 +230,10 @@ def _resumed(path: Path, shown: Path) -> RunDir:
             rows.append(row)
         keep = end
         offset = end
+    if retry_failed:
+        retried = tuple(row for row in rows if is_retryable(row))
+        kept = tuple(row for row in rows if not is_retryable(row))
+        return RunDir(path, shown, previous=kept, keep_bytes=keep, retried=retried)
     return RunDir(path, shown, previous=tuple(rows), keep_bytes=keep)
 
 

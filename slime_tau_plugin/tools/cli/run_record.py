@@ -23,10 +23,14 @@ from slime_tau_plugin.engine.errors import ConfigError
 
 TASK_SET_SETTINGS = ("benchmark", "domain", "split", "tasks", "samples_per_task")
 """What defines the (task, trial) pairs a run holds: a resume with another value would mix task sets."""
+TOKEN_SETTINGS = ("policy.api", "policy.tool_call_parser", "policy.reasoning_parser", "policy.tools_in_prompt")
+"""Settings that change a sample's tokens (the prompt's tool schemas, how replies are split and parsed): a run
+holding two prompt formats has no one number."""
 RESULT_SETTINGS = (
     *TASK_SET_SETTINGS,
     "tokenizer",
     "policy.server",
+    *TOKEN_SETTINGS,
     "sampling",
     "budgets",
     "limits",
@@ -73,6 +77,7 @@ def run_record(
             "model": ns.policy_model,
             "tool_call_parser": ns.tool_call_parser,
             "reasoning_parser": ns.reasoning_parser,
+            "tools_in_prompt": _plain(ns.tools_in_prompt),
         },
         "sampling": sampling,
         "budgets": {
@@ -120,6 +125,10 @@ def check_resumable(previous: dict[str, Any] | None, current: dict[str, Any], wh
         return  # an older or killed run without a record: nothing to compare with
     for path in RESULT_SETTINGS:
         old, new = _get(before, path), _get(current, path)
+        if old is _ABSENT:
+            if path in TOKEN_SETTINGS:
+                continue  # recorded only since issue 34: a run made before says nothing about it
+            old = None
         if old != new:
             shown = "task ids" if path == "tasks" else path  # --tasks takes positions; the record keeps their ids
             raise ConfigError(
@@ -128,11 +137,19 @@ def check_resumable(previous: dict[str, Any] | None, current: dict[str, Any], wh
             )
 
 
+_ABSENT = object()
+
+
 def _get(record: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path; :data:`_ABSENT` where the last key is missing, None where a parent is."""
     value: Any = record
     for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
+        value = value.get(part, _ABSENT) if isinstance(value, dict) else None
     return value
+
+
+def _plain(value: Any) -> Any:
+    return getattr(value, "value", value)
 
 
 def _short(value: Any) -> str:

@@ -15,6 +15,7 @@ STATES = {
     "running": "unfinished: its summary still says running (the run is going on, or was killed with no chance to "
     "write its end)",
     "interrupted": "unfinished: interrupted (Ctrl-C or SIGTERM)",
+    "stopped": "unfinished: stopped after its first episodes, mostly parse errors (a wrong --tool-call-parser)",
     "killed": "unfinished: interrupted (a second Ctrl-C or SIGTERM; written as killed before 2026-11-26)",
 }
 """``summary.json`` ``state`` → what a comparison must say about it (``finished`` says nothing)."""

@@ -123,7 +123,8 @@ async def play(
     """Play ``episodes``, at most ``concurrency`` at once; ``on_done`` sees each sample as it finishes.
 
     With ``seed`` each episode sends its own :func:`sampling_seed` (also in ``metadata["sampling_seed"]``).
-    An exception from ``play_sample`` (a ConfigError: every sample would fail) cancels the rest and is raised.
+    An exception from ``play_sample`` (a ConfigError: every sample would fail) or from ``on_done`` cancels the rest
+    and is raised.
     """
     gate = asyncio.Semaphore(concurrency)
     run_id = f"{time.time_ns():x}"
@@ -146,7 +147,11 @@ async def play(
                 raise
         finished.append(sample)
         if on_done is not None:
-            on_done(sample)
+            try:
+                on_done(sample)
+            except Exception:  # the caller stops the run (the first episodes show a wrong parser)
+                _cancel(jobs)
+                raise
 
     interrupted = False
     loop = asyncio.get_running_loop()
@@ -206,6 +211,7 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
     pass^k follows the one rule of ``engine/metrics/summary.py``, as slime's eval log does: a FAILED sample
     (policy server gone, endpoint error) or one past ``--episode-timeout-s`` (``deadline``) is no evidence about the
     model, so it is left out (``left_out``, and ``failed`` next to pass^k) instead of counted as a wrong answer.
+    Mean reward and mean turns are taken over the same samples as pass^k.
     """
     completed = [s for s in group if not left_out(s)]
     counts = per_task_outcomes(completed)[1]
@@ -215,6 +221,7 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
         **domain_summary(group),
         "reward_mean": counted.get("reward_mean", 0.0),  # like pass^k: over the samples that completed
         "pass_rate": counted.get("pass_rate", 0.0),
+        "turns_mean": counted.get("turns_mean", 0.0),  # a FAILED episode's few turns say nothing of the model
         **{name: value for name, value in passes.items() if name.startswith("pass^")},
         "left_out": int(passes["left_out"]),
         "tasks": len(counts),

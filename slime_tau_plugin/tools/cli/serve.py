@@ -8,6 +8,7 @@ installed benchmark, domain and split unless ``--benchmark/--domain/--split`` na
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import threading
 import time
@@ -61,6 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(ns: argparse.Namespace) -> int:
     if ns.script is not None and ns.policy != "scripted":
         raise ConfigError("--script holds the scripted policy's replies; add --policy scripted or drop --script")
+    check_port_free(ns.host, ns.port)  # before the model or the tokenizer loads (seconds)
     if ns.model:  # a real model: torch is imported only on this path
         _refuse_fake_model_flags(ns)
         from slime_tau_plugin.tools.cli import serve_model
@@ -103,6 +105,26 @@ def run(ns: argparse.Namespace) -> int:
     finally:
         server.stop()
     return 0
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a busy ``--port`` at once: the server binds only after its model and tasks load (13-20 s).
+
+    Raises:
+        ConfigError: naming the address, why it cannot be bound and the fix.
+    """
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); stop what uses that "
+                "port or pass another --port"
+            ) from None
 
 
 FAKE_MODEL_FLAGS = ("benchmark", "domain", "split", "script", "tokenizer", "latency_ms", "context_len", "faults")

@@ -94,13 +94,13 @@ def verify_run(
     Raises:
         ConfigError: unreadable run directory or model, or a row that is not a sample (bad input, exit 2).
     """
-    from slime_tau_plugin.engine.chat.templates import load_tokenizer
+    from slime_tau_plugin.tools.cli.args import load_tokenizer_for
     from slime_tau_plugin.tools.model import import_torch, load_causal_lm
     from slime_tau_plugin.tools.model.teacher import teacher_log_probs
 
     import_torch()  # fail on a missing torch before reading anything
     samples, where, temperature, skipped = _read(run_dir, temperature)
-    tokenizer = load_tokenizer(model_dir)
+    tokenizer = load_tokenizer_for("--model", model_dir)
     if not is_dump_path(run_dir):
         check_run_tokenizer(run_dir, model_dir, tokenizer)  # before the (slow) model load
     model, device = load_causal_lm(model_dir)  # float32; CUDA when torch sees one (real weights on a GPU node)

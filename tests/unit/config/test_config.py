@@ -125,7 +125,7 @@ def test_each_front_door_names_the_keys_its_own_way():
 
 
 def test_rollout_flags_are_the_config_fields_with_their_checks_defaults_and_help(capsys):
-    from slime_tau_plugin.tools.cli.flag_names import CONFIG_FLAGS, LLM_USER_FLAGS
+    from slime_tau_plugin.tools.cli.flag_names import CONFIG_FLAGS, LLM_USER_FLAGS, WORKER_FLAGS
     from slime_tau_plugin.tools.cli.main import build_parser
 
     parser = build_parser()
@@ -135,7 +135,9 @@ def test_rollout_flags_are_the_config_fields_with_their_checks_defaults_and_help
         field, action = TauConfig.model_fields[name], actions[name]
         assert action.option_strings == ["--" + name.replace("_", "-")]
         assert action.help.startswith(field.description), name
-        unset = (*LLM_USER_FLAGS, "split")  # --split unset: train, or the domain's only split (mock: base)
+        # --split unset: train, or the domain's only split (mock: base); the worker kind and CPUs unset so that
+        # naming them without --episode-workers is refused even at their default values
+        unset = (*LLM_USER_FLAGS, "split", *WORKER_FLAGS[1:])
         expected = None if name in unset else getattr(field.default, "value", field.default)
         assert action.default == expected, name
     ns = parser.parse_args(["rollout", "--max-steps", "0", "--outage-tolerance-s", "2.5", "--user", "llm"])
