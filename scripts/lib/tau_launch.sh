@@ -34,6 +34,8 @@ source "$TAU_LIB_DIR/tau_settings.sh"
 source "$TAU_LIB_DIR/tau_nodes.sh"
 # shellcheck source=tau_supervise.sh
 source "$TAU_LIB_DIR/tau_supervise.sh"
+# shellcheck source=tau_user_sim.sh
+source "$TAU_LIB_DIR/tau_user_sim.sh"
 
 tau_log() { printf '[tau] %s\n' "$*"; }
 tau_die() {
@@ -322,12 +324,15 @@ tau_main() {
     }
     tau_begin_node
     tau_print_commands >"$RUN_DIR/commands.txt"
-    ! tau_serves_user_sim 0 || tau_start_user_sim
-    tau_start_ray
+    tau_start_ray # Ray's head first: the other nodes join while the user simulators load
+    ! tau_serves_user_sim 0 || tau_start_user_sim --no-wait
+    tau_wait_cluster
+    ! tau_serves_user_sim 0 || tau_user_sim_ready
     tau_maintain
     tau_log "submitting $TAU_SUBMISSION_ID (commands in $RUN_DIR/commands.txt, output in $RUN_DIR/train.log)"
     TAU_JOB_SUBMITTED=1
     # the job's output goes to the terminal and to train.log, where the supervisor tells the failure guard's stop apart
+    TAU_TRAIN_LOG_START=$(stat -c %s -- "$RUN_DIR/train.log" 2>/dev/null || echo 0) # this attempt's lines start here
     tau_start_main bash -c 'cd "$1" && log=$2 && shift 2 && { "$@" 2>&1 | tee -a "$log"; exit "${PIPESTATUS[0]}"; }' _ \
         "$SLIME_DIR" "$RUN_DIR/train.log" "${SUBMIT_CMD[@]}" "${TRAIN_CMD[@]}"
     tau_watch "$TAU_SUBMIT_PID"
