@@ -36,6 +36,8 @@ source "$TAU_LIB_DIR/tau_nodes.sh"
 source "$TAU_LIB_DIR/tau_supervise.sh"
 # shellcheck source=tau_user_sim.sh
 source "$TAU_LIB_DIR/tau_user_sim.sh"
+# shellcheck source=tau_facts.sh
+source "$TAU_LIB_DIR/tau_facts.sh"
 
 tau_log() { printf '[tau] %s\n' "$*"; }
 tau_die() {
@@ -54,6 +56,7 @@ tau_prepare_data() {
     for spec in $EVAL_SETS; do cmd+=(--eval "$spec"); done
     cmd+=(--eval-samples "$N_SAMPLES_PER_EVAL_PROMPT")
     tau_eval_config_check # the eval rows files EVAL_SETS needs (TAU_EVAL_MISSING)
+    tau_check_train_data  # an existing file built from other task sets is refused, not reused silently
     if [[ -f $TRAIN_DATA && -z $TAU_EVAL_MISSING ]]; then
         tau_log "data: $TRAIN_DATA and the eval rows of EVAL_SETS exist (delete them to prepare again)"
     elif [[ -f $TRAIN_DATA && -z $EVAL_CONFIG ]]; then
@@ -162,7 +165,7 @@ tau_resume_state() {
         TAU_RESUMING=1
         tau_log "checkpoints: $LOAD holds iteration $(tr -d '[:space:]' <"$tracker"); the run resumes from it (SAVE=$SAVE, KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS)"
     else
-        tau_log "checkpoints: none in LOAD=$LOAD; the run starts from REF_LOAD (saves to SAVE=$SAVE every $SAVE_INTERVAL rollouts, keeps the newest $KEEP_CHECKPOINTS; 0 = all)"
+        tau_log "checkpoints: none in LOAD=$LOAD; the run starts from REF_LOAD (saves to SAVE=$SAVE every $SAVE_INTERVAL rollouts: a crash loses at most $SAVE_INTERVAL steps; keeps the newest $KEEP_CHECKPOINTS; 0 = all)"
     fi
     [[ -n ${WANDB_API_KEY:-} ]] || return 0
     TAU_WANDB_ID_FILE="${SAVE%/}.wandb_run_id"
@@ -191,10 +194,11 @@ tau_build_commands() {
         MODEL_ARGS=("{MODEL_ARGS:scripts/models/$MODEL_SCRIPT}")
     fi
     local actor_per_node=$ACTOR_GPUS
-    ((NUM_NODES == 1)) || actor_per_node=$NUM_TRAIN_GPUS
-    local -a cluster=(--actor-num-nodes "$NUM_NODES" --actor-num-gpus-per-node "$actor_per_node"
+    ((NUM_NODES == 1)) || actor_per_node=$NUM_TRAIN_GPUS # several nodes: whole nodes train (ACTOR_NODES of them)
+    local -a cluster=(--actor-num-nodes "$ACTOR_NODES" --actor-num-gpus-per-node "$actor_per_node"
         --rollout-num-gpus "$ROLLOUT_GPUS" --num-gpus-per-node "$NUM_TRAIN_GPUS")
     [[ $COLOCATE != 1 ]] || cluster+=(--colocate)
+    tau_fault_tolerance && cluster+=(--use-fault-tolerance)
     local -a ckpt=(--hf-checkpoint "$HF_CKPT" --ref-load "$REF_LOAD" --load "$LOAD" --save "$SAVE"
         --save-interval "$SAVE_INTERVAL")
     local -a rollout=(--prompt-data "$TRAIN_DATA" --input-key index --metadata-key metadata --rollout-shuffle

@@ -22,8 +22,6 @@ tau_check_nodes() {
         tau_die "NODE_ADDRS=$NODE_ADDRS lists $(tau_count "$NODE_ADDRS") addresses, NUM_NODES=$NUM_NODES; list every node's address, head first"
     fi
     ((NUM_NODES > 1)) || return 0
-    [[ $COLOCATE == 1 ]] ||
-        tau_die "COLOCATE=0 with NUM_NODES=$NUM_NODES is not supported by these scripts; use COLOCATE=1 on several nodes (or one node with COLOCATE=0)"
     [[ -n $RAY_ADDRESS || ($MASTER_ADDR != 127.0.0.1 && $MASTER_ADDR != localhost) ]] ||
         tau_die "NUM_NODES=$NUM_NODES needs the head node's address that the other nodes reach: NODE_ADDRS=<head>,<node 1>,... (or MASTER_ADDR; now $MASTER_ADDR)"
 }
@@ -49,12 +47,21 @@ tau_print_plan() {
     local rank model_parallel=$((TP_SIZE * CP_SIZE)) train sim
     printf 'plan: %s node(s) x %s GPUs named; head: node 0 at %s (Ray %s:%s); this is node %s\n' "$NUM_NODES" \
         "$(($(tau_count "$TRAIN_GPUS") + $(tau_count "${USER_SIM_GPUS:-}")))" "$MASTER_ADDR" "$MASTER_ADDR" "$RAY_PORT" "$NODE_RANK"
+    local split=0 ranks=
     if [[ $COLOCATE == 1 ]]; then
         train="train (Megatron) and roll out (SGLang engines, colocated: offloaded while training)"
-    else
+    elif ((NUM_NODES == 1)); then
         train="$ACTOR_GPUS of them train (Megatron), $ROLLOUT_GPUS roll out (SGLang engines)"
+    else # whole nodes train, the others roll out; slime picks them in node-IP order
+        split=1
+        ranks=$(tau_training_ranks) || ranks=
+        train="train (Megatron) on $ACTOR_NODES of the $NUM_NODES nodes, roll out (SGLang engines) on the others: slime gives training the nodes with the lowest IP addresses (NODE_ADDRS as IPs prints which)"
     fi
     for ((rank = 0; rank < NUM_NODES; rank++)); do
+        if ((split)) && [[ -n $ranks ]]; then
+            train="roll out (SGLang engines$([[ $ROLLOUT_MODE != fully_async ]] || echo "; fully async: they keep generating while training runs"))"
+            [[ " $ranks" != *" $rank "* ]] || train="train (Megatron; slime gives training the lowest node IPs)"
+        fi
         if [[ -z $USER_SIM_GPUS ]]; then
             sim=
         elif tau_serves_user_sim "$rank"; then
@@ -67,9 +74,9 @@ tau_print_plan() {
         printf '  node %s (%s%s): GPUs %s: %s%s\n' "$rank" "$(tau_node_addr "$rank")" "$( ((rank)) || echo ", head")" \
             "$TRAIN_GPUS" "$train" "$sim"
     done
-    # ACTOR_GPUS and ROLLOUT_GPUS count the whole cluster (COLOCATE=0 is single-node)
-    printf '  training: %s GPUs = TP %s x CP %s x data-parallel %s; rollout: %s SGLang engine(s) of %s GPU(s) behind slime'"'"'s router\n' \
-        "$ACTOR_GPUS" "$TP_SIZE" "$CP_SIZE" "$((ACTOR_GPUS / model_parallel))" \
+    # ACTOR_GPUS and ROLLOUT_GPUS count the whole cluster
+    printf '  training: %s GPUs on %s node(s) = TP %s x CP %s x data-parallel %s; rollout: %s SGLang engine(s) of %s GPU(s) behind slime'"'"'s router\n' \
+        "$ACTOR_GPUS" "$ACTOR_NODES" "$TP_SIZE" "$CP_SIZE" "$((ACTOR_GPUS / model_parallel))" \
         "$((ROLLOUT_GPUS / ROLLOUT_GPUS_PER_ENGINE))" "$ROLLOUT_GPUS_PER_ENGINE"
     if [[ ${START_USER_SIM:-0} == 1 ]]; then
         printf '  user simulators: %s; rollouts get tau_user_base_url=%s (several: balanced by requests in flight)\n' \
