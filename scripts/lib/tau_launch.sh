@@ -16,10 +16,11 @@
 # run stops here if anything is missing -> on the head (NODE_RANK=0): task data (slime-tau prepare, when missing),
 # the eval YAML, the context budget and eval cost (tau_plan.py), resume state -> the commands -> with DRY_RUN=1:
 # print the plan and the commands, exit 0 (3 when pieces are missing) -> otherwise: refuse (or, CLEAN_STALE=1, stop)
-# what a crashed earlier run left behind, start this node's user simulator, wait for its /health; the head starts
-# Ray's head, waits for the other nodes and their user simulators, submits slime's train.py and watches it (a
-# started process that dies stops the run with its log tail; old checkpoints and debug dumps are pruned); another
-# node joins the head's Ray cluster until it stops (tau_nodes.sh).
+# what a crashed earlier run left behind; the head starts Ray's head, then its user simulator, waits for the other
+# nodes, their user simulators and its own, submits slime's train.py and watches it (a user simulator that dies or
+# hangs is restarted in place, tau_user_sim.sh; old checkpoints and debug dumps are pruned); another node starts
+# its user simulator and joins the head's Ray cluster until it stops (tau_nodes.sh). Multi-node facts (host
+# networking, shared SAVE/LOAD) and TRAIN_DATA's task sets are checked first (tau_facts.sh).
 # On exit it stops only what it started: its Ray job, its Ray node, the server's process group. The PIDs it
 # starts are recorded in $TAU_STATE_DIR/pids so that the next run can name (or clean) what a crash left.
 

@@ -93,8 +93,8 @@ tau_print_node_commands() { # [RANK]: that node's only
         [[ -z $NODE_ADDRS ]] || printf ' NODE_ADDRS=%s' "$(tau_q "$NODE_ADDRS")"
         printf ' bash %s  (with this node'"'"'s other settings); it runs:\n' "$(tau_q "$TAU_SCRIPT")"
         ! tau_serves_user_sim "$rank" ||
-            printf '    the user simulator on GPUs %s (as above, --host %s), then polls its /health for up to %ss\n' \
-                "$USER_SIM_GPUS" "$USER_SIM_BIND_HOST" "$USER_SIM_TIMEOUT_S"
+            printf '    the user simulator on GPUs %s (as above, --host %s); it waits up to %ss for the head'"'"'s Ray port %s:%s, joins while its simulator loads, and polls its /health for up to %ss\n' \
+                "$USER_SIM_GPUS" "$USER_SIM_BIND_HOST" "$(tau_head_wait_s)" "$MASTER_ADDR" "$RAY_PORT" "$USER_SIM_TIMEOUT_S"
         printf '    CUDA_VISIBLE_DEVICES=%s' "$TRAIN_GPUS"
         tau_print_words "${RAY_JOIN_CMD[@]}"
         [[ $(tau_node_addr "$rank") == \<* ]] || tau_print_words --node-ip-address "$(tau_node_addr "$rank")"

@@ -483,6 +483,7 @@ def test_a_worker_node_serves_its_user_simulator_and_joins_the_heads_ray_cluster
     head.listen()
     port = head.getsockname()[1]
     env.update(NODE_ADDRS="127.0.0.2,127.0.0.1", NODE_RANK="1", RAY_PORT=str(port))  # this is node 1 (127.0.0.1)
+    env.update(SHARED_STORAGE="1")  # SAVE under tmp_path stands for the shared folder a real cluster mounts
     try:
         result = run_script(ROOT / "scripts/run_qwen3_4B_instruct_2507_tau2.sh", tmp_path, **env)
     finally:
