@@ -163,6 +163,8 @@ def test_a_user_simulator_killed_or_hung_mid_run_is_restarted_in_place_and_the_j
     assert proc.returncode == 0, out[-3000:] + err[-3000:]
     servers = starts(records)
     assert len(servers) == 3 and all(s["argv"] == servers[0]["argv"] and s["gpus"] == "2" for s in servers)
+    head_up = float((tmp_path / "ray.log.head").read_text())
+    assert head_up < servers[0]["started"], "Ray's head came up before the user simulator's model load"
     assert not any(is_running(s["child"]) for s in servers), "each dead server's process group was stopped"
     train = json.loads(records["train"].read_text())
     assert train["again"] == "I want a refund", "the job reached the user simulator after its restarts"

@@ -286,7 +286,8 @@ FAKE_RAY = """\
 echo "$* | gpus=${CUDA_VISIBLE_DEVICES:-}" >> "$FAKE_RAY_LOG"
 case "$1" in
     status) exit 1 ;;
-    start | stop) exit 0 ;;
+    start) [[ $2 != --head ]] || date +%s.%N >"$FAKE_RAY_LOG.head"; exit 0 ;;  # when the head came up
+    stop) exit 0 ;;
     job) if [[ $2 == submit ]]; then while [[ $1 != -- ]]; do shift; done; shift; exec "$@"; fi ;;
 esac
 """
@@ -302,6 +303,7 @@ parser.add_argument("--port", type=int)
 ns, _ = parser.parse_known_args()
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 record = {"pid": os.getpid(), "child": child.pid, "argv": sys.argv[1:], "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+record["started"] = time.time()
 with open(os.environ["FAKE_SGLANG_RECORD"], "w") as fh:
     json.dump(record, fh)
 with open(os.environ["FAKE_SGLANG_RECORD"] + ".starts", "a") as fh:  # one line per start (restarts included)
