@@ -274,3 +274,30 @@ def test_a_guard_stop_restarts_only_an_endpoint_the_launcher_serves(tmp_path, en
     # the same log from the earlier attempt's offset on... without it, only a crash after that line
     log.write_text(earlier + "RuntimeError: NCCL timeout\n")
     assert "status 75" in bash_lib(body, tmp_path, **env).stdout
+
+
+def test_the_launcher_reads_every_endpoint_the_guard_can_name_from_its_stop_line():
+    """Whatever endpoint the guard names (every key of its ENDPOINTS, new ones included), the launcher reads it
+    back from the stop line in train.log (scripts/lib/tau_guard.py), never a neighbour's."""
+    import importlib.util
+
+    from slime_tau_plugin.adapters.slime.group_filter import ENDPOINTS, FailureGuard, FailureGuardSettings
+
+    spec = importlib.util.spec_from_file_location("tau_guard", ROOT / "scripts/lib/tau_guard.py")
+    tau_guard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tau_guard)
+    for key in ENDPOINTS:
+        if key in ("deadline", "user_token_budget"):
+            meta = {"termination_reason": key}
+        elif key == "other":
+            meta = {}
+        else:
+            meta = {"termination_reason": "env_error", "failed_endpoint": key}
+        failed = SimpleNamespace(
+            status=SimpleNamespace(name="FAILED"), metadata={**meta, "error": f"x on {ENDPOINTS['user']}"}
+        )
+        with pytest.raises(Exception) as stop:
+            FailureGuard(FailureGuardSettings(0.5, 1)).observe([failed] * 4)
+        text = f"step 3\nslime_tau_plugin.engine.errors.FailureGuardError: {stop.value}\n"
+        assert tau_guard.stop_endpoint(text) == key, stop.value
+    assert tau_guard.stop_endpoint("RuntimeError: NCCL timeout\n") is None
