@@ -56,7 +56,7 @@ tau_defaults() {
     elif ((NUM_NODES > 1)); then
         # several nodes, not colocated: whole nodes train (ACTOR_NODES, default half, at least 1), the rest roll out
         : "${ACTOR_NODES:=$((NUM_NODES / 2))}"
-        [[ $ACTOR_NODES =~ ^[0-9]+$ ]] || ACTOR_NODES=0 # refused with its value by tau_check_layout
+        [[ $ACTOR_NODES =~ ^[0-9]+$ ]] || tau_die "ACTOR_NODES=$ACTOR_NODES; expected a whole number of nodes (1 to $((NUM_NODES - 1)))"
         ACTOR_GPUS=$((ACTOR_NODES * NUM_TRAIN_GPUS))
         ROLLOUT_GPUS=$(((NUM_NODES - ACTOR_NODES) * NUM_TRAIN_GPUS))
     else
