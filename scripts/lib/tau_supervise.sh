@@ -20,8 +20,8 @@ tau_exit_status() {
         echo "$rc" # success, a signal, or nothing was started (a refusal)
         return
     fi
-    # this attempt's output only: train.log keeps the earlier attempts' lines
-    [[ ! -f $log ]] || verdict=$(tau_py "$TAU_LIB_DIR/tau_guard.py" "$log" --offset "${TAU_TRAIN_LOG_START:-0}" \
+    # this attempt's output only (train.log keeps the earlier attempts' lines), and only when it submitted the job
+    [[ ${TAU_JOB_SUBMITTED:-0} != 1 || ! -f $log ]] || verdict=$(tau_py "$TAU_LIB_DIR/tau_guard.py" "$log" --offset "${TAU_TRAIN_LOG_START:-0}" \
         --config "${TAU_CONFIG_RUN:-}" --served "$([[ ${START_USER_SIM:-0} != 1 ]] || echo "${USER_SIM_BASE_URL:-}")") || true
     if [[ -z $verdict ]]; then
         echo "$TAU_EXIT_CRASH"

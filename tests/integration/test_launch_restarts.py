@@ -264,7 +264,7 @@ def test_a_guard_stop_restarts_only_an_endpoint_the_launcher_serves(tmp_path, en
     (tmp_path / "run/tau_config.yaml").write_text(yaml.safe_dump(config))
     env = dict(RUN_DIR=str(tmp_path / "run"), TAU_CONFIG_RUN=str(tmp_path / "run/tau_config.yaml"))
     env.update(START_USER_SIM="1" if served else "0", USER_SIM_BASE_URL="http://127.0.0.1:30010/v1")
-    env.update(TAU_SUPERVISED="1", TAU_TRAIN_LOG_START=str(len(earlier.encode())))
+    env.update(TAU_SUPERVISED="1", TAU_TRAIN_LOG_START=str(len(earlier.encode())), TAU_JOB_SUBMITTED="1")
     result = bash_lib(body, tmp_path, **env)
     assert f"status {status}" in result.stdout, result.stdout + result.stderr
     if status == 4:
@@ -274,6 +274,9 @@ def test_a_guard_stop_restarts_only_an_endpoint_the_launcher_serves(tmp_path, en
     # the same log from the earlier attempt's offset on... without it, only a crash after that line
     log.write_text(earlier + "RuntimeError: NCCL timeout\n")
     assert "status 75" in bash_lib(body, tmp_path, **env).stdout
+    # an attempt that never submitted the job (its server never got healthy) reads no earlier stop as its own
+    log.write_text(guard_line(endpoint))
+    assert "status 75" in bash_lib(body, tmp_path, **{**env, "TAU_JOB_SUBMITTED": "0"}).stdout
 
 
 def test_the_launcher_reads_every_endpoint_the_guard_can_name_from_its_stop_line():
