@@ -79,7 +79,10 @@ tau_user_sim_ready() {
     tau_wait_user_sim_healthy || rc=$?
     case $rc in
         0) tau_log "user simulator healthy at $health after ${TAU_USER_SIM_HEALTHY_AFTER}s" ;;
-        1) tau_check_procs "before it was healthy" ;;
+        1)
+            tau_check_procs "before it was healthy" # stops the run with the server's log tail
+            tau_die "the user-simulator server exited before it was healthy; see $RUN_DIR/user_sim.log"
+            ;;
         *) tau_die "the user-simulator server was not healthy at $health after ${USER_SIM_TIMEOUT_S}s (USER_SIM_TIMEOUT_S); see $RUN_DIR/user_sim.log" ;;
     esac
 }
@@ -95,7 +98,7 @@ tau_probe_user_sim() {
         tau_restart_user_sim "$main" "exited with status $status"
         return
     fi
-    (($(tau_elapsed_since "$TAU_USER_SIM_LAST_PROBE") >= USER_SIM_HEALTH_INTERVAL_S)) || return 0
+    ((SECONDS - TAU_USER_SIM_LAST_PROBE >= USER_SIM_HEALTH_INTERVAL_S)) || return 0
     TAU_USER_SIM_LAST_PROBE=$SECONDS
     if tau_http_ok "$(tau_user_sim_health)" "$USER_SIM_HEALTH_TIMEOUT_S"; then
         TAU_USER_SIM_BAD_PROBES=0
@@ -106,8 +109,6 @@ tau_probe_user_sim() {
     ((TAU_USER_SIM_BAD_PROBES >= USER_SIM_HEALTH_FAILS)) || return 0
     tau_restart_user_sim "$main" "hung: /health unanswered $TAU_USER_SIM_BAD_PROBES times in a row"
 }
-
-tau_elapsed_since() { echo $((SECONDS - $1)); }
 
 # Stop what is left of the server's process group, wait the backoff (USER_SIM_RESTART_BACKOFF_S, doubled each
 # restart), start the same command on the same GPUs and wait for /health; stop the run when it cannot come back.
