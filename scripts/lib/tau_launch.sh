@@ -16,10 +16,11 @@
 # run stops here if anything is missing -> on the head (NODE_RANK=0): task data (slime-tau prepare, when missing),
 # the eval YAML, the context budget and eval cost (tau_plan.py), resume state -> the commands -> with DRY_RUN=1:
 # print the plan and the commands, exit 0 (3 when pieces are missing) -> otherwise: refuse (or, CLEAN_STALE=1, stop)
-# what a crashed earlier run left behind, start this node's user simulator, wait for its /health; the head starts
-# Ray's head, waits for the other nodes and their user simulators, submits slime's train.py and watches it (a
-# started process that dies stops the run with its log tail; old checkpoints and debug dumps are pruned); another
-# node joins the head's Ray cluster until it stops (tau_nodes.sh).
+# what a crashed earlier run left behind; the head starts Ray's head, then its user simulator, waits for the other
+# nodes, their user simulators and its own, submits slime's train.py and watches it (a user simulator that dies or
+# hangs is restarted in place, tau_user_sim.sh; old checkpoints and debug dumps are pruned); another node starts
+# its user simulator and joins the head's Ray cluster until it stops (tau_nodes.sh). Multi-node facts (host
+# networking, shared SAVE/LOAD) and TRAIN_DATA's task sets are checked first (tau_facts.sh).
 # On exit it stops only what it started: its Ray job, its Ray node, the server's process group. The PIDs it
 # starts are recorded in $TAU_STATE_DIR/pids so that the next run can name (or clean) what a crash left.
 
@@ -34,6 +35,10 @@ source "$TAU_LIB_DIR/tau_settings.sh"
 source "$TAU_LIB_DIR/tau_nodes.sh"
 # shellcheck source=tau_supervise.sh
 source "$TAU_LIB_DIR/tau_supervise.sh"
+# shellcheck source=tau_user_sim.sh
+source "$TAU_LIB_DIR/tau_user_sim.sh"
+# shellcheck source=tau_facts.sh
+source "$TAU_LIB_DIR/tau_facts.sh"
 
 tau_log() { printf '[tau] %s\n' "$*"; }
 tau_die() {
@@ -52,6 +57,7 @@ tau_prepare_data() {
     for spec in $EVAL_SETS; do cmd+=(--eval "$spec"); done
     cmd+=(--eval-samples "$N_SAMPLES_PER_EVAL_PROMPT")
     tau_eval_config_check # the eval rows files EVAL_SETS needs (TAU_EVAL_MISSING)
+    tau_check_train_data  # an existing file built from other task sets is refused, not reused silently
     if [[ -f $TRAIN_DATA && -z $TAU_EVAL_MISSING ]]; then
         tau_log "data: $TRAIN_DATA and the eval rows of EVAL_SETS exist (delete them to prepare again)"
     elif [[ -f $TRAIN_DATA && -z $EVAL_CONFIG ]]; then
@@ -160,7 +166,7 @@ tau_resume_state() {
         TAU_RESUMING=1
         tau_log "checkpoints: $LOAD holds iteration $(tr -d '[:space:]' <"$tracker"); the run resumes from it (SAVE=$SAVE, KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS)"
     else
-        tau_log "checkpoints: none in LOAD=$LOAD; the run starts from REF_LOAD (saves to SAVE=$SAVE every $SAVE_INTERVAL rollouts, keeps the newest $KEEP_CHECKPOINTS; 0 = all)"
+        tau_log "checkpoints: none in LOAD=$LOAD; the run starts from REF_LOAD (saves to SAVE=$SAVE every $SAVE_INTERVAL rollouts: a crash loses at most $SAVE_INTERVAL steps; keeps the newest $KEEP_CHECKPOINTS; 0 = all)"
     fi
     [[ -n ${WANDB_API_KEY:-} ]] || return 0
     TAU_WANDB_ID_FILE="${SAVE%/}.wandb_run_id"
@@ -189,10 +195,11 @@ tau_build_commands() {
         MODEL_ARGS=("{MODEL_ARGS:scripts/models/$MODEL_SCRIPT}")
     fi
     local actor_per_node=$ACTOR_GPUS
-    ((NUM_NODES == 1)) || actor_per_node=$NUM_TRAIN_GPUS
-    local -a cluster=(--actor-num-nodes "$NUM_NODES" --actor-num-gpus-per-node "$actor_per_node"
+    ((NUM_NODES == 1)) || actor_per_node=$NUM_TRAIN_GPUS # several nodes: whole nodes train (ACTOR_NODES of them)
+    local -a cluster=(--actor-num-nodes "$ACTOR_NODES" --actor-num-gpus-per-node "$actor_per_node"
         --rollout-num-gpus "$ROLLOUT_GPUS" --num-gpus-per-node "$NUM_TRAIN_GPUS")
     [[ $COLOCATE != 1 ]] || cluster+=(--colocate)
+    tau_fault_tolerance && cluster+=(--use-fault-tolerance)
     local -a ckpt=(--hf-checkpoint "$HF_CKPT" --ref-load "$REF_LOAD" --load "$LOAD" --save "$SAVE"
         --save-interval "$SAVE_INTERVAL")
     local -a rollout=(--prompt-data "$TRAIN_DATA" --input-key index --metadata-key metadata --rollout-shuffle
@@ -322,12 +329,15 @@ tau_main() {
     }
     tau_begin_node
     tau_print_commands >"$RUN_DIR/commands.txt"
-    ! tau_serves_user_sim 0 || tau_start_user_sim
-    tau_start_ray
+    tau_start_ray # Ray's head first: the other nodes join while the user simulators load
+    ! tau_serves_user_sim 0 || tau_start_user_sim --no-wait
+    tau_wait_cluster
+    ! tau_serves_user_sim 0 || tau_user_sim_ready
     tau_maintain
     tau_log "submitting $TAU_SUBMISSION_ID (commands in $RUN_DIR/commands.txt, output in $RUN_DIR/train.log)"
     TAU_JOB_SUBMITTED=1
     # the job's output goes to the terminal and to train.log, where the supervisor tells the failure guard's stop apart
+    TAU_TRAIN_LOG_START=$(stat -c %s -- "$RUN_DIR/train.log" 2>/dev/null || echo 0) # this attempt's lines start here
     tau_start_main bash -c 'cd "$1" && log=$2 && shift 2 && { "$@" 2>&1 | tee -a "$log"; exit "${PIPESTATUS[0]}"; }' _ \
         "$SLIME_DIR" "$RUN_DIR/train.log" "${SUBMIT_CMD[@]}" "${TRAIN_CMD[@]}"
     tau_watch "$TAU_SUBMIT_PID"

@@ -176,6 +176,40 @@ def model_check(ns: argparse.Namespace) -> int:
     return 0
 
 
+def train_sets(ns: argparse.Namespace) -> int:
+    """Refuses a TRAIN_DATA whose rows come from other task sets than TRAIN_SETS names (the launch script reuses
+    an existing file as is: without this, changing TRAIN_SETS silently trains on the old sets)."""
+    import json
+
+    from slime_tau_plugin.engine.data import parse_task_sets
+    from slime_tau_plugin.engine.errors import ConfigError
+
+    try:
+        wanted = {str(s) for spec in ns.train_sets.split() for s in parse_task_sets(spec)}
+    except ConfigError as exc:
+        print(f"error: TRAIN_SETS: {exc}", file=sys.stderr)
+        return 2
+    built: set[str] = set()
+    try:
+        with Path(ns.train_data).open(encoding="utf-8") as fh:
+            for line in fh:
+                meta = (json.loads(line).get("metadata") or {}) if line.strip() else {}
+                if {"benchmark", "domain", "split"} <= meta.keys():
+                    built.add(f"{meta['benchmark']}/{meta['domain']}/{meta['split']}")
+    except (OSError, ValueError) as exc:
+        print(f"error: TRAIN_DATA={ns.train_data}: cannot read its rows ({exc})", file=sys.stderr)
+        return 2
+    if not built or built == wanted:
+        return 0  # an empty file, or rows without task sets (not ours): nothing to compare
+    print(
+        f"error: TRAIN_DATA={ns.train_data} was built from {', '.join(sorted(built))}, but TRAIN_SETS={ns.train_sets} "
+        f"names {', '.join(sorted(wanted))}; delete the file (and its eval rows) so the run prepares it from "
+        "TRAIN_SETS, point TRAIN_DATA at another file, or set TRAIN_SETS to the sets it holds",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -197,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--hf-config", required=True)
     m.add_argument("--model-script", required=True)
     m.add_argument("model_args", nargs=argparse.REMAINDER)
+    t = sub.add_parser("train-sets", help="TRAIN_DATA's rows against TRAIN_SETS")
+    t.add_argument("--train-data", required=True)
+    t.add_argument("--train-sets", required=True)
     ns = parser.parse_args(argv)
+    if ns.command == "train-sets":
+        return train_sets(ns)
     if ns.command == "model-check":
         ns.model_args = [a for a in ns.model_args if a != "--"]
         return model_check(ns)

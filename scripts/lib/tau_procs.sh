@@ -72,6 +72,7 @@ tau_check_procs() {
 tau_watch() {
     local main=$1 status=0 last_prune=$SECONDS
     while tau_alive "$main"; do
+        tau_probe_user_sim "$main" # a dead or hung user simulator is restarted in place (tau_user_sim.sh)
         tau_check_procs
         if ((SECONDS - last_prune >= 60)); then
             tau_maintain
@@ -130,7 +131,7 @@ tau_maintain() {
 tau_stop_group() {
     local pid=$1 _
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 1 30); do
+    for _ in $(seq 1 "${TAU_STOP_WAIT_S:-30}"); do
         kill -0 -- "-$pid" 2>/dev/null || return 0
         sleep 1
     done

@@ -15,7 +15,8 @@ tau_defaults() {
     : "${SLIME_DIR:=}" "${MEGATRON_DIR:=/root/Megatron-LM}" "${CKPT_ROOT:=/root}"
     : "${HF_CKPT:=$CKPT_ROOT/$MODEL_NAME}"                      # HF weights: SGLang engines + tokenizer
     : "${REF_LOAD:=$CKPT_ROOT/${MODEL_NAME}_torch_dist}"       # tools/convert_hf_to_torch_dist.py output
-    : "${SAVE:=$CKPT_ROOT/${MODEL_NAME}_slime_${TAU_BENCHMARK}}" "${LOAD:=$SAVE}" "${SAVE_INTERVAL:=20}"
+    # SAVE_INTERVAL 5: a crash (and its automatic resume from LOAD) loses at most 5 rollout steps
+    : "${SAVE:=$CKPT_ROOT/${MODEL_NAME}_slime_${TAU_BENCHMARK}}" "${LOAD:=$SAVE}" "${SAVE_INTERVAL:=5}"
     # checkpoints kept in SAVE: the newest N complete iter_* dirs (0: keep all); older ones are deleted as the run goes
     : "${KEEP_CHECKPOINTS:=3}"
     # data and run files
@@ -48,10 +49,18 @@ tau_defaults() {
     : "${TP_SIZE:=2}" "${CP_SIZE:=1}" "${MAX_TOKENS_PER_GPU:=16384}"
     : "${ROLLOUT_GPUS_PER_ENGINE:=1}" "${SGLANG_MEM_FRACTION:=0.7}" "${ROUTER_POLICY:=}"
     NUM_TRAIN_GPUS=$(tau_count "$TRAIN_GPUS")
+    ACTOR_NODES=${ACTOR_NODES:-} TAU_ACTOR_GPUS_SET=${ACTOR_GPUS:-}
     if [[ $COLOCATE == 1 ]]; then
         : "${ACTOR_GPUS:=$((NUM_NODES * NUM_TRAIN_GPUS))}"
-        ROLLOUT_GPUS=$ACTOR_GPUS
+        ROLLOUT_GPUS=$ACTOR_GPUS ACTOR_NODES=$NUM_NODES
+    elif ((NUM_NODES > 1)); then
+        # several nodes, not colocated: whole nodes train (ACTOR_NODES, default half, at least 1), the rest roll out
+        : "${ACTOR_NODES:=$((NUM_NODES / 2))}"
+        [[ $ACTOR_NODES =~ ^[0-9]+$ ]] || tau_die "ACTOR_NODES=$ACTOR_NODES; expected a whole number of nodes (1 to $((NUM_NODES - 1)))"
+        ACTOR_GPUS=$((ACTOR_NODES * NUM_TRAIN_GPUS))
+        ROLLOUT_GPUS=$(((NUM_NODES - ACTOR_NODES) * NUM_TRAIN_GPUS))
     else
+        ACTOR_NODES=1
         # half the GPUs train, rounded up to a multiple of TP_SIZE*CP_SIZE (Megatron needs whole model replicas)
         local mp=$((TP_SIZE * CP_SIZE))
         : "${ACTOR_GPUS:=$(((NUM_TRAIN_GPUS / 2 + mp - 1) / mp * mp))}"
@@ -93,6 +102,11 @@ tau_defaults() {
     : "${USER_SIM_BIND_HOST:=${sim_bind:-$USER_SIM_HOST}}"
     : "${USER_SIM_PORT:=30010}" "${USER_SIM_MEM_FRACTION:=0.85}" "${USER_SIM_TOOL_CALL_PARSER:=qwen25}"
     : "${USER_SIM_EXTRA_ARGS:=}" "${USER_SIM_TIMEOUT_S:=1200}"
+    # a dead or hung user simulator is restarted in place (tau_user_sim.sh): /health probed every INTERVAL s
+    # (each probe waits TIMEOUT s); FAILS unanswered probes in a row = hung; at most MAX_RESTARTS restarts per
+    # attempt, the first after BACKOFF s, doubling; each restart waits up to USER_SIM_TIMEOUT_S for its model load
+    : "${USER_SIM_MAX_RESTARTS:=3}" "${USER_SIM_RESTART_BACKOFF_S:=15}" "${USER_SIM_HEALTH_INTERVAL_S:=30}"
+    : "${USER_SIM_HEALTH_TIMEOUT_S:=10}" "${USER_SIM_HEALTH_FAILS:=3}" "${USER_SIM_POLL_S:=2}"
     : "${USER_SIM_MODEL_NAME:=$(basename -- "$USER_SIM_MODEL")}"
     # the user-simulator URL of each node that runs one (index = node rank; empty: none there)
     USER_SIM_URLS=("http://$USER_SIM_HOST:$USER_SIM_PORT/v1")
@@ -107,7 +121,11 @@ tau_defaults() {
     # restarts after a crash (not after the failure guard's stop, a refusal or Ctrl-C); each resumes from LOAD
     : "${MAX_RESTARTS:=3}" "${RESTART_DELAY_S:=60}"
     # the watchdog: how often it checks the processes this script started (and prunes), in seconds
-    : "${TAU_WATCH_INTERVAL_S:=5}"
+    : "${TAU_WATCH_INTERVAL_S:=5}" "${TAU_HEAD_POLL_S:=10}"
+    # slime's --use-fault-tolerance (its rollout engines are health-checked and restarted): auto = when SLIME_DIR's
+    # slime has the flag; 1 = required; 0 = off. SHARED_STORAGE=1: SAVE/LOAD are shared though their file system
+    # type looks node-local (the multi-node check); 0 = check
+    : "${USE_FAULT_TOLERANCE:=auto}" "${SHARED_STORAGE:=0}"
 }
 
 # A path that must exist before a real run; a dry run lists what is missing and goes on.
@@ -141,6 +159,7 @@ tau_checks() {
     command -v ray >/dev/null 2>&1 ||
         TAU_MISSING+=("ray (not on PATH; run inside slime's image slimerl/slime or install slime's requirements)")
     tau_check_layout
+    tau_check_multinode # host networking, shared SAVE/LOAD (tau_facts.sh)
 }
 
 # The GPU split and batch arithmetic Megatron and slime assert on, checked before any GPU is touched.
@@ -149,11 +168,18 @@ tau_check_layout() {
     [[ $DEBUG_ROLLOUT_EVERY =~ ^[0-9]+$ && $KEEP_CHECKPOINTS =~ ^[0-9]+$ ]] ||
         tau_die "DEBUG_ROLLOUT_EVERY=$DEBUG_ROLLOUT_EVERY and KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS must be whole numbers (0: off / keep all)"
     [[ $MASK_OFFPOLICY == 0 || $MASK_OFFPOLICY == 1 ]] || tau_die "MASK_OFFPOLICY=$MASK_OFFPOLICY; expected 1 or 0"
+    [[ $USE_FAULT_TOLERANCE == auto || $USE_FAULT_TOLERANCE == 0 || $USE_FAULT_TOLERANCE == 1 ]] ||
+        tau_die "USE_FAULT_TOLERANCE=$USE_FAULT_TOLERANCE; expected auto, 1 or 0"
     [[ $KL_LOSS_COEF =~ ^[0-9]*\.?[0-9]+$ ]] || tau_die "KL_LOSS_COEF=$KL_LOSS_COEF; expected a number >= 0 (0: no KL loss, no reference model)"
     [[ $ROLLOUT_MODE != fully_async || $COLOCATE != 1 ]] ||
         tau_die "ROLLOUT_MODE=fully_async runs slime's train_async.py, which refuses --colocate: set COLOCATE=0 (rollout engines on GPUs of their own) or use ROLLOUT_MODE=partial"
     local model_parallel=$((TP_SIZE * CP_SIZE))
-    if [[ $COLOCATE != 1 ]] && ((ACTOR_GPUS < 1 || ROLLOUT_GPUS < 1)); then
+    if [[ $COLOCATE != 1 ]] && ((NUM_NODES > 1)); then
+        ((ACTOR_NODES >= 1 && ACTOR_NODES < NUM_NODES)) ||
+            tau_die "ACTOR_NODES=$ACTOR_NODES with COLOCATE=0 on NUM_NODES=$NUM_NODES: whole nodes train and the others roll out; expected 1 to $((NUM_NODES - 1))"
+        [[ -z $TAU_ACTOR_GPUS_SET || $TAU_ACTOR_GPUS_SET == "$ACTOR_GPUS" ]] ||
+            tau_die "ACTOR_GPUS=$TAU_ACTOR_GPUS_SET with COLOCATE=0 on NUM_NODES=$NUM_NODES: whole nodes train; set ACTOR_NODES (now $ACTOR_NODES node(s) x $NUM_TRAIN_GPUS GPUs = $ACTOR_GPUS) instead"
+    elif [[ $COLOCATE != 1 ]] && ((ACTOR_GPUS < 1 || ROLLOUT_GPUS < 1)); then
         tau_die "COLOCATE=0 splits TRAIN_GPUS=$TRAIN_GPUS into ACTOR_GPUS=$ACTOR_GPUS for training (a multiple of TP_SIZE*CP_SIZE=$model_parallel) and $ROLLOUT_GPUS for rollout engines; both must be >= 1: add GPUs to TRAIN_GPUS, set ACTOR_GPUS, or lower TP_SIZE"
     fi
     if ((ACTOR_GPUS % model_parallel != 0)); then
