@@ -34,12 +34,13 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
+from slime_tau_plugin.adapters.verl.guard import guard_batch_path
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
 from slime_tau_plugin.engine.blocking import run_blocking
 from slime_tau_plugin.engine.config import TauConfig, coerce_field, known_key
 from slime_tau_plugin.engine.episode import EpisodeResult, SampleStatus
-from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
 from slime_tau_plugin.engine.process import process_registry
 from slime_tau_plugin.engine.resources import EpisodeResources
@@ -52,16 +53,19 @@ logger = logging.getLogger(__name__)
 NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header", "episode_workers")
 """TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids, and its agent-loop
 workers: verl already spreads agent loops over Ray actors, ``rollout.agent.num_workers``)."""
-SLIME_ONLY = ("reward_shaping", "max_failed_share", "failure_window_groups")
-"""TauConfig fields read by slime's hooks (training-reward shaping, the failure guard of ``group_filter``): verl's
-agent loop cannot tell training from validation rows nor stop a run, so under verl they would do nothing."""
+SLIME_ONLY = ("reward_shaping",)
+"""TauConfig fields read by slime's hooks only (training-reward shaping): verl's agent loop cannot tell training
+from validation rows, so under verl it would do nothing. The failure guard's keys (``tau_max_failed_share``,
+``tau_failure_window_groups``) apply: ``trainer.py`` (V1) and ``guard_batch_path`` (the batch trainer) read them."""
 EXTRA_FIELD_KEYS = (
-    "tau_task", "status", "termination_reason", "model_turns", "tool_calls", "tool_errors", "parse_errors",
-    "template_fallbacks", "user_tool_errors", "template_mode", "reward_info", "error", "tau_package", "tau_version",
+    "tau_task", "status", "termination_reason", "model_turns", "tool_call_counts", "tool_errors", "parse_errors",
+    "template_fallbacks", "user_tool_errors", "template_mode", "tau_reward", "reward_info", "error", "failed_endpoint",
+    "tau_package", "tau_version",
     "episode_wall_s", "time_policy_s", "time_env_s", "time_user_s", "min_global_steps", "max_global_steps",
     "messages", "tools", "reward_extra_info",
 )  # fmt: skip
-"""Every output has exactly these: verl concatenates workers' batches and needs one key set."""
+"""Every output has exactly these: verl concatenates workers' batches and needs one key set. ``tool_call_counts`` is
+the episode's tool calls under the name verl's ``compute_data_metrics`` reads (``tool_call_counts/mean``)."""
 
 ROUTED_SHAPES = "verl: routed-experts shape by model"
 """The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
@@ -154,8 +158,7 @@ def check_launch(overrides: Sequence[str]) -> str:
     other = sorted(k for k in entries[0] if k not in ("name", "_target_") and not str(k).startswith("tau_"))
     if other:
         raise ConfigError(f"{path}: keys {other} are not tau_* settings")
-    settings = {k: v for k, v in OmegaConf.to_container(entries[0], resolve=True).items() if k.startswith("tau_")}
-    tau = verl_tau_config(cfg, settings)
+    tau = trainer_tau_config(cfg)
     check_parser_names(tau.tool_call_parser, tau.reasoning_parser)
     for key in ("train_files", "val_files"):
         for file in _listed(cfg.data.get(key)):
@@ -166,6 +169,25 @@ def check_launch(overrides: Sequence[str]) -> str:
         f"response_length={tau.max_response_len} max_context_len={tau.max_context_len} max_turns={tau.max_turns} "
         f"max_tokens_per_turn={tau.max_tokens_per_turn} user={tau.user} parser={tau.tool_call_parser}"
     )
+
+
+def trainer_tau_config(trainer_config: Any) -> TauConfig:
+    """The ``TauConfig`` the agent loops of this trainer config build (its agent-loop YAML's ``tau_agent`` entry,
+    the ``tau`` section, verl's limits): what the trainer process reads (``trainer.py``).
+
+    Raises:
+        ConfigError: no ``tau_agent`` entry in ``agent_loop_config_path``, or a bad setting.
+    """
+    from omegaconf import OmegaConf
+
+    path = trainer_config.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
+    if not path or not Path(path).is_file():
+        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
+    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
+    if not entries:
+        raise ConfigError(f"{path}: no entry named {AGENT_NAME}")
+    items = OmegaConf.to_container(entries[0], resolve=True).items()
+    return verl_tau_config(trainer_config, {k: v for k, v in items if str(k).startswith("tau_")})
 
 
 def _listed(value: Any) -> list[str]:
@@ -223,7 +245,10 @@ class TauAgentLoop(AgentLoopBase):
             result = failed_result(config, exc)
         if self.rollout_config.get("enable_rollout_routing_replay"):
             await self._read_hf_routing_shape()
-        return self.to_output(result, policy.summary())
+        output = self.to_output(result, policy.summary(), dispatched_steps=row.get("global_steps"))
+        if not self.config.trainer.get("use_v1", False):
+            guard_batch_path(self.tau_config, self.config, output.extra_fields)
+        return output
 
     async def _read_hf_routing_shape(self) -> None:
         """The model's routing shape from its Hugging Face config, read once per process in a worker thread:
@@ -239,8 +264,14 @@ class TauAgentLoop(AgentLoopBase):
         """verl's own choice (``ToolAgentLoop._make_request_id``): stable under full determinism, else random."""
         return f"det-{priority}" if self.rollout_config.get("full_determinism") else uuid.uuid4().hex
 
-    def to_output(self, result: EpisodeResult, summary: VerlEpisodeSummary) -> AgentLoopOutput:
-        """An :class:`EpisodeResult` as verl's output; an episode that must not train keeps mask and reward 0."""
+    def to_output(
+        self, result: EpisodeResult, summary: VerlEpisodeSummary, *, dispatched_steps: Any = None
+    ) -> AgentLoopOutput:
+        """An :class:`EpisodeResult` as verl's output; an episode that must not train keeps mask and reward 0.
+
+        ``dispatched_steps`` is the row's ``global_steps`` (the weights version the trainer dispatched it at):
+        the weight versions of an episode that generated no turn, because V1 casts them to ``int`` every step.
+        """
         error, trains = result.error, result.termination.is_trainable
         traj = trainable_trajectory(result, self.tokenizer)  # never empty: verl puts the reward on the last id
         prompt_ids = list(traj.prompt_ids)
@@ -269,38 +300,51 @@ class TauAgentLoop(AgentLoopBase):
                 tool_calls=timings.env_s + timings.user_s,  # τ's reward runs among the env calls
                 num_preempted=summary.num_preempted,
             ),
-            extra_fields=self._extra_fields(result, summary, reward, trains, error),
+            extra_fields=self._extra_fields(result, summary, reward, trains, error, dispatched_steps),
         )
 
     def _extra_fields(
-        self, result: EpisodeResult, summary: VerlEpisodeSummary, reward: float, trains: bool, error: str | None
+        self,
+        result: EpisodeResult,
+        summary: VerlEpisodeSummary,
+        reward: float,
+        trains: bool,
+        error: str | None,
+        dispatched_steps: Any,
     ) -> dict[str, Any]:
         c, task = result.counters, result.task
-        status = result.termination.status
+        status, failed_endpoint = result.termination.status, result.failed_endpoint
         if not trains and result.termination.is_trainable:  # cut by verl's prompt length
-            status = SampleStatus.FAILED
+            status, failed_endpoint = SampleStatus.FAILED, FailedEndpoint.CONFIG
         record = self.tau_config.record_messages
+        low, high = _weight_versions(summary, dispatched_steps)
         return {
             "tau_task": f"{task.benchmark}/{task.domain}/{task.split}/{task.task_id}",
             "status": status.value,
             "termination_reason": result.termination.value,
             "model_turns": result.num_turns,
-            **c.as_dict(),
+            "tool_call_counts": c.tool_calls,
+            "tool_errors": c.tool_errors,
+            "parse_errors": c.parse_errors,
+            "template_fallbacks": c.template_fallbacks,
+            "user_tool_errors": c.user_tool_errors,
             "template_mode": result.template_mode,
+            "tau_reward": reward,
             "reward_info": result.reward_info,
             "error": error,
+            "failed_endpoint": failed_endpoint.value if failed_endpoint is not None else None,
             "tau_package": result.env_info.get("tau_package"),
             "tau_version": result.env_info.get("tau_version"),
             **result.timings.as_metadata(),
-            "min_global_steps": summary.min_global_steps,
-            "max_global_steps": summary.max_global_steps,
+            "min_global_steps": low,
+            "max_global_steps": high,
             "messages": list(result.messages) if record else None,
             "tools": list(result.tools) if record else None,
             # verl turns these into per-data-source validation metrics (val-core/<source>/acc/mean@N, best@N...)
             "reward_extra_info": {
                 "acc": float(reward >= 1.0 - 1e-6),
                 "model_turns": result.num_turns,
-                "tool_calls": c.tool_calls,
+                "tool_call_counts": c.tool_calls,
                 "parse_errors": c.parse_errors,
                 "failed": float(not trains),
             },
@@ -321,6 +365,18 @@ class TauAgentLoop(AgentLoopBase):
                 return routed[:total]
         shape, dtype = shapes.get(model) or (process_registry().notes(HF_ROUTING_SHAPES).get(model), np.int32)
         return np.zeros((total, *shape), dtype=dtype) if shape else None
+
+
+def _weight_versions(summary: VerlEpisodeSummary, dispatched_steps: Any) -> tuple[int, int]:
+    """(min, max) weight versions of the episode's turns; with no turn, the row's dispatch step (else verl's
+    "unknown", -1): V1 casts both with ``np.array(..., dtype=int)`` and the fully-async recipe subtracts them."""
+    try:
+        fallback = int(dispatched_steps)  # an int, a numpy or 0-d tensor value from verl's batch
+    except (TypeError, ValueError):
+        fallback = -1
+    low = summary.min_global_steps if summary.min_global_steps is not None else fallback
+    high = summary.max_global_steps if summary.max_global_steps is not None else low
+    return int(low), int(high)
 
 
 def _hf_routing_shape(model_path: str) -> tuple[int, ...] | None:
