@@ -4,11 +4,13 @@ verl 0.9's default trainer (``trainer.use_v1: true``) is chosen by ``trainer.v1.
 (``verl.trainer.ppo.v1.register_trainer``). Each mode here is verl's trainer of the same name with two additions,
 both in the trainer process, where a whole step's rows are together:
 
-- after verl's step metrics (``_compute_metrics``), the step's ``extra_fields`` are read from TransferQueue and
-  τ's numbers join verl's (``episodes.step_metrics``: ``tau/<benchmark>/<domain>/...``, ``tau/failed/<endpoint>``),
-  and each prompt group is counted by the slime path's failure guard; when it trips, the step's metrics are
-  logged and ``FailureGuardError`` stops the run with one line naming the endpoint (V1 settles a failed agent
-  loop without stopping, so the guard cannot live in the loop there);
+- before the advantages (``_compute_advantage``), each prompt group of the step (its ``extra_fields``, read from
+  TransferQueue) is counted by the slime path's failure guard; when it trips, the step's τ metrics are logged and
+  ``FailureGuardError`` stops the run with one line naming the endpoint (V1 settles a failed agent loop without
+  stopping, so the guard cannot live in the loop there; and a step whose every episode failed would otherwise
+  reach verl's rollout correction, which raises on a batch without a trainable token);
+- after verl's step metrics (``_compute_metrics``), τ's numbers join them (``episodes.step_metrics``:
+  ``tau/<benchmark>/<domain>/...``, ``tau/failed/<endpoint>``);
 - validation adds τ's ``pass^k`` per data source (``val-core/<source>/tau/pass^k``) to verl's ``best@k`` (pass@k).
 
 Registered on import: ``VERL_USE_EXTERNAL_MODULES=slime_tau_plugin.adapters.verl.register`` imports it in verl's
@@ -46,24 +48,35 @@ class TauTrainerMixin:
     logger: Any
     _tau_guard: FailureGuard | None = None
 
-    def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> None:
-        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)  # type: ignore[misc]
-        rows = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
-        keys = [batch.keys[i] for i in rows]
-        if not keys:
-            return
-        fields = ["extra_fields", "response_mask"]
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
-        extras = data["extra_fields"].tolist()
-        masks = [m.tolist() for m in data["response_mask"].unbind(0)]
-        views = [episode_view(e, m) for e, m in zip(extras, masks, strict=True)]
-        metrics.update(step_metrics([v for v in views if v is not None]))
+    def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
+        """Count the step's groups first: a step whose every episode failed would reach verl's rollout
+        correction with no trainable token (a ``ValueError`` there), so the guard speaks before it."""
+        views = self._tau_views(batch)
         try:
-            observe_step(self._guard(), [key.rsplit("_", 2)[0] for key in keys], views)
+            observe_step(self._guard(), [key for key, _ in views], [view for _, view in views])
         except FailureGuardError as exc:
             logger.error("%s", exc)
-            self.logger.log(data=metrics, step=global_steps)  # the stopping step's numbers still reach the log
+            found = [view for _, view in views if view is not None]
+            self.logger.log(data=step_metrics(found), step=getattr(self, "global_steps", 0))  # the stopping step
             raise
+        return super()._compute_advantage(batch, metrics)  # type: ignore[misc]
+
+    def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> None:
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)  # type: ignore[misc]
+        metrics.update(step_metrics([view for _, view in self._tau_views(batch) if view is not None]))
+
+    def _tau_views(self, batch: Any) -> list[tuple[str, Any]]:
+        """(prompt uid, view) of the batch's real rows (padding skipped), read from TransferQueue."""
+        keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+        if not keys:
+            return []
+        data = tq.kv_batch_get(
+            keys=keys, partition_id=batch.partition_id, select_fields=["extra_fields", "response_mask"]
+        )
+        extras = data.pop("extra_fields").tolist()  # as verl reads it (trainer_base._compute_metrics)
+        masks = [m.tolist() for m in data["response_mask"].unbind(0)]
+        uids = [key.rsplit("_", 2)[0] for key in keys]  # V1's keys: {uid}_{session}_{output}
+        return [(u, episode_view(e, m)) for u, e, m in zip(uids, extras, masks, strict=True)]
 
     def _guard(self) -> FailureGuard:
         if self._tau_guard is None:
