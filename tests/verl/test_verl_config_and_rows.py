@@ -46,6 +46,8 @@ def test_trainer_tau_section_overrides_the_yaml_entry():
         ((), {"tau_episode_workers": 4}, "tau_episode_workers=4 does not apply under verl"),
         ((), {"tau_reward_shaping": 0.5}, "tau_reward_shaping=0.5 is read by slime's hooks only"),
         (("+tau.max_failed_share=1.5",), {}, "max_failed_share"),
+        (("+async_training.staleness_threshold=0.1",), {}, "fully-async recipe .* is not supported"),
+        (("+rollout.n_gpus_per_node=2",), {}, "one-step-off recipe .* is not supported"),
         ((), {"tau_domain": "retial"}, "expected one of airline, retail, telecom"),
         ((), {"tau_env_workers": "eight"}, "tau_env_workers='eight' is invalid; expected an integer"),
         ((), {"tau_max_turns": "many"}, "tau_max_turns='many' is invalid; expected an integer"),

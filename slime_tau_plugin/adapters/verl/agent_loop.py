@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from slime_tau_plugin.adapters.verl.guard import guard_batch_path
+from slime_tau_plugin.adapters.verl.launch import refuse_recipes
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
 from slime_tau_plugin.engine.blocking import run_blocking
@@ -46,7 +46,6 @@ from slime_tau_plugin.engine.process import process_registry
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.retry import RetrySettings
 from slime_tau_plugin.engine.runner import run_episode
-from slime_tau_plugin.engine.tool_calls import check_parser_names
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +80,7 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
     Raises:
         ConfigError: an unknown key (the closest valid one is named), a setting verl provides, or a bad value.
     """
+    refuse_recipes(trainer_config)
     fields = TauConfig.field_names()
     values: dict[str, Any] = {}
     for key, value in loop_settings.items():
@@ -120,92 +120,6 @@ def _own(values: dict[str, Any], name: str) -> Any:
     """Our setting ``name`` as its type (a quoted number in the YAML is coerced or refused here)."""
     value = values.get(name)
     return None if value is None else coerce_field(name, value)
-
-
-def check_launch(overrides: Sequence[str]) -> str:
-    """What ``scripts/run_verl_*.sh`` checks before it starts anything; returns a one-line summary.
-
-    verl's ``ppo_trainer`` config composes with ``overrides`` (Hydra refuses an unknown key) and passes
-    ``main_ppo``'s own ``validate_config``; the agent-loop YAML has the ``tau_agent`` entry, whose settings
-    (with the ``tau`` section and verl's limits) build a ``TauConfig`` with known parsers; the data files
-    that exist hold ``tau_agent`` rows.
-
-    Raises:
-        ConfigError: the first problem, in one line.
-    """
-    import verl
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-
-    try:
-        with initialize_config_dir(
-            config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None
-        ):
-            cfg = compose(config_name="ppo_trainer", overrides=list(overrides))
-        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-        omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
-    except Exception as exc:
-        raise ConfigError(f"verl rejects the command line: {type(exc).__name__}: {exc}".replace("\n", " ")) from exc
-    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
-    if not path or not Path(path).is_file():
-        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
-    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
-    target = f"{TauAgentLoop.__module__}.{TauAgentLoop.__qualname__}"
-    if len(entries) != 1 or entries[0].get("_target_") != target:
-        raise ConfigError(f"{path}: expected one entry {{name: {AGENT_NAME}, _target_: {target}}}")
-    other = sorted(k for k in entries[0] if k not in ("name", "_target_") and not str(k).startswith("tau_"))
-    if other:
-        raise ConfigError(f"{path}: keys {other} are not tau_* settings")
-    tau = trainer_tau_config(cfg)
-    check_parser_names(tau.tool_call_parser, tau.reasoning_parser)
-    for key in ("train_files", "val_files"):
-        for file in _listed(cfg.data.get(key)):
-            if Path(file).is_file():
-                _check_rows(key, file)
-    return (
-        f"verl config OK: prompt_length={cfg.actor_rollout_ref.rollout.prompt_length} "
-        f"response_length={tau.max_response_len} max_context_len={tau.max_context_len} max_turns={tau.max_turns} "
-        f"max_tokens_per_turn={tau.max_tokens_per_turn} user={tau.user} parser={tau.tool_call_parser}"
-    )
-
-
-def trainer_tau_config(trainer_config: Any) -> TauConfig:
-    """The ``TauConfig`` the agent loops of this trainer config build (its agent-loop YAML's ``tau_agent`` entry,
-    the ``tau`` section, verl's limits): what the trainer process reads (``trainer.py``).
-
-    Raises:
-        ConfigError: no ``tau_agent`` entry in ``agent_loop_config_path``, or a bad setting.
-    """
-    from omegaconf import OmegaConf
-
-    path = trainer_config.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
-    if not path or not Path(path).is_file():
-        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
-    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
-    if not entries:
-        raise ConfigError(f"{path}: no entry named {AGENT_NAME}")
-    items = OmegaConf.to_container(entries[0], resolve=True).items()
-    return verl_tau_config(trainer_config, {k: v for k, v in items if str(k).startswith("tau_")})
-
-
-def _listed(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
-
-
-def _check_rows(key: str, file: str) -> None:
-    import pandas as pd
-
-    frame = pd.read_parquet(file)
-    missing = {"data_source", "prompt", "agent_name", "extra_info"} - set(frame.columns)
-    if missing:
-        raise ConfigError(f"data.{key}={file} lacks columns {sorted(missing)}; write it with verl_data.verl_rows")
-    names = set(frame["agent_name"])
-    if names - {AGENT_NAME}:
-        raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")
 
 
 @register(AGENT_NAME)

@@ -26,7 +26,6 @@ import transfer_queue as tq
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 
 from slime_tau_plugin.adapters.slime.group_filter import FailureGuard
-from slime_tau_plugin.adapters.verl.agent_loop import trainer_tau_config
 from slime_tau_plugin.adapters.verl.episodes import (
     episode_view,
     observe_step,
@@ -34,6 +33,7 @@ from slime_tau_plugin.adapters.verl.episodes import (
     validation_pass_k,
     verl_guard_settings,
 )
+from slime_tau_plugin.adapters.verl.launch import trainer_tau_config
 from slime_tau_plugin.engine.errors import FailureGuardError
 
 logger = logging.getLogger(__name__)
