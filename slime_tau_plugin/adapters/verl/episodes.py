@@ -2,31 +2,39 @@
 
 verl hands a step's outputs back as one ``extra_fields`` dict per row (V1: the TransferQueue field
 ``extra_fields``; the batch trainer: one ``non_tensor_batch`` column per key). :func:`episode_views` turns them
-into the sample-like values slime's hooks read (``status``, ``metadata``, ``reward``, ``response_length``,
-``loss_mask``), so the τ metrics (``adapters/slime/metrics.episode_metrics``) and the failure guard
-(``adapters/slime/group_filter.FailureGuard``, its thresholds and stop line) are the slime path's own, not a twin.
-Keys follow verl's ``<section>/<name>`` convention: ``tau/<benchmark>/<domain>/<metric>`` per step,
-``tau/failed/<endpoint>`` (share of the step's episodes), and ``val-core/<data_source>/tau/pass^k`` at validation.
-Imports no verl.
+into sample-like values (``status``, ``metadata``, ``reward``), which the run's failure guard reads as it reads
+slime's samples (``engine/failure_guard.py``: the same thresholds and stop line, not a twin). Metric keys follow
+verl's ``<section>/<name>`` convention and the slime path's names: ``tau/<benchmark>/<domain>/<metric>``
+(``reward_mean``, ``pass_rate``, ``status/<status>``, ``termination/<reason>``, ``<counter>_per_episode``,
+``turns_mean``) and ``tau/failed/<endpoint>`` (share of the step's episodes) per step;
+``val-core/<data_source>/tau/pass^k`` at validation. Imports no verl.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slime_tau_plugin.adapters.slime.group_filter import (
+from slime_tau_plugin.engine.config import TauConfig
+from slime_tau_plugin.engine.episode import EpisodeCounters, SampleStatus, TerminationReason
+from slime_tau_plugin.engine.failure_guard import (
     DEFAULT_MAX_FAILED_SHARE,
     DEFAULT_WINDOW_GROUPS,
     FailureGuard,
     FailureGuardSettings,
     failure_endpoint,
 )
-from slime_tau_plugin.adapters.slime.metrics import episode_metrics, is_success, pass_hat_ks
-from slime_tau_plugin.engine.config import TauConfig
-from slime_tau_plugin.engine.episode import SampleStatus
+from slime_tau_plugin.engine.noise import per_task_pass_k
+
+SUCCESS = 1.0 - 1e-6
+"""A reward at or above this is a τ success (reward 1), as in slime's metrics."""
+_COUNTER_KEYS = {"tool_calls": "tool_call_counts"} | {
+    f.name: f.name for f in dataclasses.fields(EpisodeCounters) if f.name != "tool_calls"
+}
+"""Counter name in the metric key -> its ``extra_fields`` key (verl reads tool calls as ``tool_call_counts``)."""
 
 STEP_PREFIX = "tau/"
 FAILED_PREFIX = "tau/failed/"
@@ -69,10 +77,15 @@ def episode_views(
 
 
 def step_metrics(views: Sequence[EpisodeView]) -> dict[str, float]:
-    """τ's per-step numbers for verl's logger: slime's per-domain metrics plus failures per endpoint."""
+    """τ's per-step numbers for verl's logger: per domain, and failures per endpoint over the step."""
     if not views:
         return {}
-    metrics = episode_metrics(views, STEP_PREFIX)
+    by_domain: dict[str, list[EpisodeView]] = defaultdict(list)
+    for view in views:
+        by_domain[f"{view.metadata.get('benchmark')}/{view.metadata.get('domain')}"].append(view)
+    metrics: dict[str, float] = {}
+    for domain, group in sorted(by_domain.items()):
+        metrics |= {f"{STEP_PREFIX}{domain}/{name}": value for name, value in _domain_numbers(group).items()}
     causes = Counter(failure_endpoint(v) for v in views)
     causes.pop(None, None)
     metrics[f"{FAILED_PREFIX}share"] = sum(causes.values()) / len(views)
@@ -80,21 +93,46 @@ def step_metrics(views: Sequence[EpisodeView]) -> dict[str, float]:
     return metrics
 
 
+def _domain_numbers(group: Sequence[EpisodeView]) -> dict[str, float]:
+    n = len(group)
+    metas = [v.metadata for v in group]
+    out = {
+        "samples": float(n),
+        "reward_mean": sum(v.reward for v in group) / n,
+        "pass_rate": sum(v.reward >= SUCCESS for v in group) / n,
+        "turns_mean": sum(_num(m, "model_turns") for m in metas) / n,
+    }
+    out |= {f"{name}_per_episode": sum(_num(m, key) for m in metas) / n for name, key in _COUNTER_KEYS.items()}
+    statuses = Counter(v.status for v in group)
+    out |= {f"status/{s.value}": statuses[s] / n for s in SampleStatus if s is not SampleStatus.PENDING}
+    ends = Counter(str(m.get("termination_reason")) for m in metas)
+    out |= {f"termination/{r.value}": ends[r.value] / n for r in TerminationReason}
+    return out
+
+
+def _num(meta: Mapping[str, Any], key: str) -> float:
+    value = meta.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
 def validation_pass_k(data_sources: Sequence[str], uids: Sequence[Any], successes: Sequence[Any]) -> dict[str, float]:
     """τ's pass^k per data source from verl's validation lists (a task's samples share a ``uid``).
 
-    verl's own ``best@k`` is pass@k (any of k succeeds); τ reports pass^k (all k succeed). ``successes`` is
-    the rows' ``reward_extra_info["acc"]`` (None for a row another loop filled: skipped).
+    verl's own ``best@k`` is pass@k (any of k succeeds); τ reports pass^k (all k succeed), k = 1 .. the fewest
+    samples any task has. ``successes`` is the rows' ``reward_extra_info["acc"]`` (None for a row another loop
+    filled: skipped).
     """
     by_source: dict[str, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
     for source, uid, acc in zip(data_sources, uids, successes, strict=True):
         if acc is not None:
-            by_source[str(source)][uid].append(int(is_success(float(acc))))
+            by_source[str(source)][uid].append(int(float(acc) >= SUCCESS))
     out: dict[str, float] = {}
     for source, tasks in sorted(by_source.items()):
         wins = [sum(v) for v in tasks.values()]
         trials = [len(v) for v in tasks.values()]
-        out |= {f"val-core/{source}/tau/{name}": value for name, value in pass_hat_ks(wins, trials).items()}
+        for k in range(1, min(trials) + 1):
+            values = per_task_pass_k(wins, trials, k)
+            out[f"val-core/{source}/tau/pass^{k}"] = sum(values) / len(values)
     return out
 
 

@@ -2,7 +2,7 @@
 
 The batch trainer awaits every agent loop of a step (``AgentLoopWorker.generate_sequences``): an exception from
 ``TauAgentLoop.run`` fails the step's ``ray.get`` and stops the run. So each agent-loop worker process keeps the
-slime guard's window (``adapters/slime/group_filter.FailureGuard``, same thresholds, same stop line) over the
+slime guard's window (``engine/failure_guard.FailureGuard``: the same thresholds and stop line) over the
 episodes it played, one per observation: the window holds ``tau_failure_window_groups`` x ``rollout.n``
 episodes (default: one step's, ``data.train_batch_size`` x ``rollout.n``, spread over the workers). V1's trainer
 settles failed sessions without stopping, so there the guard runs in the trainer (``trainer.py``) over whole
@@ -16,10 +16,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from slime_tau_plugin.adapters.slime.group_filter import FailureGuard, FailureGuardSettings
 from slime_tau_plugin.adapters.verl.episodes import episode_view, verl_guard_settings
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.errors import FailureGuardError
+from slime_tau_plugin.engine.failure_guard import FailureGuard, FailureGuardSettings
 from slime_tau_plugin.engine.process import process_registry
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,6 @@ from typing import Any
 import transfer_queue as tq
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 
-from slime_tau_plugin.adapters.slime.group_filter import FailureGuard
 from slime_tau_plugin.adapters.verl.episodes import (
     episode_view,
     observe_step,
@@ -35,6 +34,7 @@ from slime_tau_plugin.adapters.verl.episodes import (
 )
 from slime_tau_plugin.adapters.verl.launch import trainer_tau_config
 from slime_tau_plugin.engine.errors import FailureGuardError
+from slime_tau_plugin.engine.failure_guard import FailureGuard
 
 logger = logging.getLogger(__name__)
 
