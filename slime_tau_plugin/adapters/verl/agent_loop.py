@@ -20,8 +20,11 @@ padded into verl's batch: that episode stops before its first turn and does not 
 
 Outcomes: verl has no ``remove_sample``, so an episode that must not train (an env, user-simulator or policy
 failure, an engine abort, an unusable row) is returned with ``response_mask`` and log-probs all 0 and
-``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), but its 0 still
-enters its GRPO group's mean. ``extra_fields["error"]`` says why. A wrong setting raises ``ConfigError``.
+``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), and the ``tau_grpo``
+estimator (``advantage.py``) keeps its 0 out of its group's mean and std. ``extra_fields["error"]`` and
+``failed_endpoint`` say why. A wrong setting raises ``ConfigError``; under the batch trainer
+(``trainer.use_v1=false``) the failure guard's ``FailureGuardError`` stops the run (``guard.py``); under V1 the
+``tau_*`` trainer modes run the guard (``trainer.py``).
 """
 
 from __future__ import annotations
@@ -134,7 +137,8 @@ class TauAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
-        """Play one episode; never raises for an external failure or a bad row (see the module docstring)."""
+        """Play one episode; never raises for an external failure or a bad row (see the module docstring), except
+        the failure guard's stop under the batch trainer (``FailureGuardError``, by design)."""
         config = self.tau_config
         policy = VerlPolicy(
             self.server_manager,
