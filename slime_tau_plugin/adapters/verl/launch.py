@@ -114,6 +114,12 @@ def check_trainer(cfg: Any) -> None:
             f"statistics; use algorithm.adv_estimator={ESTIMATOR} (verl's GRPO over the episodes that did not fail)"
         )
     if cfg.trainer.get("use_v1"):
+        import importlib.util
+
+        if importlib.util.find_spec("transfer_queue") is None:
+            raise ConfigError(
+                "trainer.use_v1=true (verl 0.9's default) needs TransferQueue: pip install TransferQueue==0.1.11"
+            )
         from slime_tau_plugin.adapters.verl.trainer import TRAINER_MODES
 
         mode = cfg.trainer.v1.trainer_mode
