@@ -4,7 +4,12 @@
 # A self-hosted LLM customer (SGLang on USER_SIM_GPUS) plays the user. DRY_RUN=1 checks and prints, nothing else.
 #   bash scripts/run_verl_qwen3_4B_tau2.sh [more verl overrides, e.g. trainer.total_epochs=2 ++tau.max_turns=20]
 # Every knob below is a variable (the environment wins); the presets fit one node of 8 x 80 GB. verl, our
-# package (pip install -e .[tau2,sglang]) and pandas/pyarrow must be importable by $PYTHON.
+# package (pip install -e .[tau2,sglang]), TransferQueue (verl's V1 data path) and pandas/pyarrow must be importable
+# by $PYTHON. Tested with verl 0.9.1 on CPU (tests/verl: the agent loop, V1's AgentLoopWorkerTQ + TransferQueue
+# 0.1.11, the batch trainer's worker, tau_grpo, the guard; no GPU run yet). verl 0.9.1's sglang extra pins SGLang
+# 0.5.12; our tool-call parsers are tested with SGLang 0.5.23 and 0.5.15.post1. Existing parquet files must hold
+# exactly TRAIN_SETS / EVAL_SETS (a file written for other sets is refused). verl's fully-async and one-step-off
+# recipes are refused (their trainers run neither the guard nor τ's metrics).
 set -euo pipefail
 REPO_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 # the process helpers of the slime scripts: tau_start_process (own process group, PID recorded), the watchdog
@@ -35,6 +40,7 @@ source "$REPO_DIR/scripts/lib/tau_launch.sh"
 : "${WANDB_PROJECT:=slime-tau-verl}" "${WANDB_RUN_ID:=}" "${CLEAN_STALE:=0}" "${TAU_WATCH_INTERVAL_S:=5}"
 : "${TAU_STATE_DIR:=$(dirname -- "$RUN_DIR")/.launch_state}"
 USER_SIM_BASE_URL="http://$USER_SIM_HOST:$USER_SIM_PORT/v1"
+VERL_EXTERNAL=slime_tau_plugin.adapters.verl.register # verl imports it in each of its processes (import verl)
 
 log() { printf '[verl-tau] %s\n' "$*"; }
 die() {
@@ -57,7 +63,10 @@ done
     die "MAX_TOKENS_PER_TURN=$MAX_TOKENS_PER_TURN (one turn) must be below MAX_RESPONSE_LEN=$MAX_RESPONSE_LEN (whole episode)"
 
 OVERRIDES=(
-    algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=false
+    # verl 0.9's V1 trainer, pinned: tau_sync is verl's sync trainer plus τ's failure guard and metrics; tau_grpo
+    # is verl's GRPO with failed episodes left out of the group statistics (both registered by $VERL_EXTERNAL)
+    trainer.use_v1=true trainer.v1.trainer_mode=tau_sync
+    algorithm.adv_estimator=tau_grpo algorithm.use_kl_in_reward=false
     "data.train_files=$TRAIN_FILE" "data.val_files=$VAL_FILE" "data.train_batch_size=$TRAIN_BATCH_SIZE"
     "data.max_prompt_length=$MAX_PROMPT_LEN" "data.max_response_length=$MAX_RESPONSE_LEN"
     data.filter_overlong_prompts=false data.truncation=error data.return_raw_chat=true
@@ -127,16 +136,16 @@ if ((${#MISSING[@]})); then
     for item in "${MISSING[@]}"; do log "missing (a real run stops here): $item"; done
 fi
 prepare_data
-CHECK='import sys
+CHECK='import os, sys
 from slime_tau_plugin.engine.errors import ConfigError
 try:
-    from slime_tau_plugin.adapters.verl.agent_loop import check_launch
-    print(check_launch(sys.argv[1:]))
+    from slime_tau_plugin.adapters.verl.launch import check_launch
+    print(check_launch(sys.argv[1:], train_sets=os.environ["TRAIN_SETS"], eval_sets=os.environ["EVAL_SETS"]))
 except ConfigError as exc:
     sys.exit(f"error: {exc}")
 except ImportError as exc:
     sys.exit(f"error: {sys.executable} cannot import verl and slime_tau_plugin ({exc}); set PYTHON")'
-verdict=$(LITELLM_LOCAL_MODEL_COST_MAP=True "$PYTHON" -c "$CHECK" "${OVERRIDES[@]}" 2>&1 | tail -n 1) || true
+verdict=$(TRAIN_SETS=$TRAIN_SETS EVAL_SETS=$EVAL_SETS VERL_USE_EXTERNAL_MODULES=$VERL_EXTERNAL LITELLM_LOCAL_MODEL_COST_MAP=True "$PYTHON" -c "$CHECK" "${OVERRIDES[@]}" 2>&1 | tail -n 1) || true
 [[ $verdict == "verl config OK"* ]] || die "${verdict#error: }"
 log "$verdict"
 if [[ -f $CKPT_DIR/latest_checkpointed_iteration.txt ]]; then
@@ -163,8 +172,8 @@ print_commands() {
         for word in "${USER_SIM_CMD[@]}"; do printf ' %s' "$(quote "$word")"; done
         printf '\n  then poll http://%s:%s/health for up to %ss\n' "$USER_SIM_HOST" "$USER_SIM_PORT" "$USER_SIM_TIMEOUT_S"
     fi
-    printf 'train command (GPUs %s):\n  CUDA_VISIBLE_DEVICES=%s LITELLM_LOCAL_MODEL_COST_MAP=True %s %s %s' \
-        "$TRAIN_GPUS" "$TRAIN_GPUS" "$(quote "${TRAIN_CMD[0]}")" "${TRAIN_CMD[1]}" "${TRAIN_CMD[2]}"
+    printf 'train command (GPUs %s):\n  CUDA_VISIBLE_DEVICES=%s VERL_USE_EXTERNAL_MODULES=%s LITELLM_LOCAL_MODEL_COST_MAP=True %s %s %s' \
+        "$TRAIN_GPUS" "$TRAIN_GPUS" "$VERL_EXTERNAL" "$(quote "${TRAIN_CMD[0]}")" "${TRAIN_CMD[1]}" "${TRAIN_CMD[2]}"
     for word in "${TRAIN_CMD[@]:3}"; do printf ' \\\n    %s' "$(quote "$word")"; done
     printf '\n'
 }
@@ -199,5 +208,5 @@ if [[ $TAU_USER == llm ]]; then
     log "user simulator healthy at $health after $((SECONDS - start))s"
 fi
 log "training $RUN_NAME (commands in $RUN_DIR/commands.txt)"
-CUDA_VISIBLE_DEVICES=$TRAIN_GPUS LITELLM_LOCAL_MODEL_COST_MAP=True tau_start_main "${TRAIN_CMD[@]}"
+CUDA_VISIBLE_DEVICES=$TRAIN_GPUS VERL_USE_EXTERNAL_MODULES=$VERL_EXTERNAL LITELLM_LOCAL_MODEL_COST_MAP=True tau_start_main "${TRAIN_CMD[@]}"
 tau_watch "$TAU_SUBMIT_PID"

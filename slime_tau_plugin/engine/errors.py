@@ -17,8 +17,8 @@
     ├── EpisodeDeadlineError    ``tau_episode_timeout_s`` passed while a request waited to retry: TRUNCATED
     └── UserTokenBudgetError    the LLM user's token budget (``tau_user_token_budget_*``) is spent: TRUNCATED
 
-A trainer's own errors live in its adapter (slime's failure guard: ``adapters/slime/group_filter.FailureGuardError``,
-a ``TauPluginError`` too).
+The failure guard's stop, ``FailureGuardError`` (a ``TauPluginError`` too), lives with the guard in
+``metrics/failure_guard.py``: slime's dynamic filter and verl's trainer both raise it.
 
 Each error names the collaborator it blames (``failed_endpoint``, a :class:`FailedEndpoint`): a FAILED
 episode records it as a typed field, so nobody reads it back out of the message. Only ``net/http_errors.py``

@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from slime_tau_plugin.adapters.verl.launch import check_trainer
 from slime_tau_plugin.adapters.verl.rows import verl_rows
-from tests.verl.conftest import ROOT
+from slime_tau_plugin.engine.errors import ConfigError
+from tests.verl.conftest import ROOT, verl_config
 from tests.verl.rows import write_verl_parquet
 
 SCRIPT = ROOT / "scripts" / "run_verl_qwen3_4B_tau2.sh"
@@ -24,6 +28,8 @@ def test_dry_run_checks_verl_config_and_prints_the_command(tmp_path):
     out = done.stdout
     assert "verl config OK: prompt_length=8192 response_length=8192" in out and "user=llm" in out
     assert "-m verl.trainer.main_ppo" in out and "actor_rollout_ref.rollout.mode=async" in out
+    assert "trainer=v1/tau_sync adv_estimator=tau_grpo" in out and "trainer.use_v1=true" in out
+    assert "VERL_USE_EXTERNAL_MODULES=slime_tau_plugin.adapters.verl.register" in out
     assert "actor_rollout_ref.rollout.multi_turn.enable=true" in out and "configs/verl/tau_agent_loop.yaml" in out
     assert "++tau.user_base_url=http://127.0.0.1:30010/v1" in out and "sglang.launch_server" in out
     assert out.rstrip().endswith("trainer.total_epochs=2"), "arguments are appended: Hydra's last one wins"
@@ -45,9 +51,33 @@ def test_mistakes_fail_the_dry_run_with_one_line(tmp_path):
 
 
 def test_existing_data_files_must_hold_tau_agent_rows(tmp_path, tau2_backend):
+    sets = {"TRAIN_SETS": "tau2/retail/test", "EVAL_SETS": "tau2/retail/test"}
     good = write_verl_parquet(verl_rows(tau2_backend.task_refs("retail", "test")[:2]), tmp_path / "ok.parquet")
-    assert dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(good)).returncode == 0
+    assert dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(good), **sets).returncode == 0
     rows = verl_rows(tau2_backend.task_refs("retail", "test")[:2], agent_name="tool_agent")
     bad = write_verl_parquet(rows, tmp_path / "bad.parquet")
-    done = dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(bad))
+    done = dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(bad), **sets)
     assert done.returncode == 1 and "expected tau_agent" in done.stderr
+
+
+def test_a_parquet_written_for_other_task_sets_is_refused(tmp_path, tau2_backend):
+    """The defaults name retail, airline and telecom; a file of retail alone is stale."""
+    stale = write_verl_parquet(verl_rows(tau2_backend.task_refs("retail", "train")[:2]), tmp_path / "old.parquet")
+    done = dry_run(tmp_path, TRAIN_FILE=str(stale), VAL_FILE=str(stale))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "holds rows of tau2/retail/train but TRAIN_SETS='tau2/retail,airline,telecom/train'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (("algorithm.adv_estimator=grpo",), "lets a failed episode's 0 reward into its group's statistics"),
+        (("algorithm.adv_estimator=tau_grpo", "trainer.v1.trainer_mode=sync"), "sync runs no τ failure guard"),
+        (("algorithm.adv_estimator=tau_grpo", "+async_training.staleness_threshold=0.1"), "fully-async recipe"),
+    ],
+)
+def test_trainers_that_break_a_promise_are_refused(overrides, message):
+    """What the launch check refuses (in-process: a dry run per case would cost CI a verl import each)."""
+    with pytest.raises(ConfigError, match=message):
+        check_trainer(verl_config(*overrides))
+    check_trainer(verl_config("algorithm.adv_estimator=tau_grpo", "trainer.v1.trainer_mode=tau_sync"))

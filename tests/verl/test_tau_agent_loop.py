@@ -126,7 +126,7 @@ def test_oracle_earns_reward_one_with_exact_tokens(
         fields = out.extra_fields
         assert_output_invariants(out, config)
         assert out.reward_score == 1.0, fields
-        assert fields["status"] == "completed" and fields["error"] is None and fields["tool_calls"] >= 1
+        assert fields["status"] == "completed" and fields["error"] is None and fields["tool_call_counts"] >= 1
         assert fields["reward_extra_info"]["acc"] == 1.0 and fields["tau_task"].startswith(f"tau2/{domain}/{split}/")
         assert fields["min_global_steps"] == fields["max_global_steps"] == manager.global_steps
         assert out.num_turns == 1 + 2 * fields["model_turns"] - 1, "prompt, each generation, each reply round"

@@ -21,15 +21,23 @@ from __future__ import annotations
 import logging
 import statistics
 import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
-from slime_tau_plugin.engine.episode.result import TerminationReason
-from slime_tau_plugin.engine.errors import FailedEndpoint, TauPluginError
+from slime_tau_plugin.engine.metrics.failure_guard import (  # the guard itself is trainer-neutral (verl uses it too)
+    DEFAULT_MAX_FAILED_SHARE,
+    DEFAULT_WINDOW_GROUPS,
+    ENDPOINTS,
+    FailureGuard,
+    FailureGuardError,
+    FailureGuardSettings,
+    describe,
+    failure_endpoint,
+)
 from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
@@ -49,55 +57,9 @@ __all__ = [
 ]
 
 
-class FailureGuardError(TauPluginError):
-    """Raised from slime's dynamic filter (:func:`keep_group`) to stop the run.
-
-    slime does not catch it: it ends the rollout step, and ``train.py``'s ``ray.get`` re-raises it, so a
-    dead endpoint stops the job with one line naming it instead of redrawing groups forever.
-    """
-
-    def __init__(self, message: str, *, endpoint: str, failed: int, episodes: int) -> None:
-        super().__init__(message)
-        self.endpoint = endpoint
-        self.failed = failed
-        self.episodes = episodes
-
-
-ENDPOINTS: dict[str, str] = {
-    "user": "the user simulator (tau_user_base_url)",
-    "policy": "the policy server (SGLang router / tau_policy_url)",
-    "judge": "the NL-assertion judge (tau_judge_base_url)",
-    "env": "the τ environment",
-    "config": "the plugin configuration",
-    "worker": "the episode workers (tau_episode_workers: their processes or Ray actors died or cannot start)",
-    "deadline": "the episode deadline (tau_episode_timeout_s: episodes slower than it, often a slow server)",
-    "user_token_budget": "the LLM user's token budget (tau_user_token_budget_per_step / _total is spent)",
-    "other": "an unknown cause (removed without our metadata: another generate function or hook)",
-}
-"""Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says.
-The first six are :class:`FailedEndpoint`'s values (``tests/unit/test_failed_endpoints.py`` checks every one)."""
-_FAILED_ENDPOINTS = frozenset(e.value for e in FailedEndpoint)
-_BY_REASON = {
-    TerminationReason.USER_ERROR.value: FailedEndpoint.USER,
-    TerminationReason.POLICY_ERROR.value: FailedEndpoint.POLICY,
-}
-"""A FAILED sample without ``failed_endpoint`` (written before the field existed): its termination reason."""
 KEPT = "kept"
-DEFAULT_MAX_FAILED_SHARE = 0.5
-DEFAULT_WINDOW_GROUPS = 8
-"""The window when slime's ``rollout_batch_size`` is unknown too."""
 MIN_STD = 1e-6
 """slime's ``check_reward_nonzero_std`` threshold."""
-
-
-@dataclass(frozen=True, slots=True)
-class FailureGuardSettings:
-    """The failure guard's knobs (slime YAML keys ``tau_max_failed_share``, ``tau_failure_window_groups``)."""
-
-    max_failed_share: float = DEFAULT_MAX_FAILED_SHARE
-    """Stop once more than this share of the window's episodes FAILED on one endpoint (1.0 = never stop)."""
-    window_groups: int = DEFAULT_WINDOW_GROUPS
-    """How many recent groups the share is taken over (default: slime's ``rollout_batch_size``, one step)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,82 +82,6 @@ def guard_settings(args: Any) -> FailureGuardSettings:
     share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
     window = config.failure_window_groups or getattr(args, "rollout_batch_size", None) or DEFAULT_WINDOW_GROUPS
     return FailureGuardSettings(float(share), window)
-
-
-def describe(endpoint: str) -> str:
-    """What the stop line calls ``endpoint``; a cause missing from :data:`ENDPOINTS` is named as it is, so a
-    new failure cause can never turn the guard's one-line stop into a ``KeyError`` inside slime's rollout."""
-    return ENDPOINTS.get(endpoint, f"the {endpoint!r} endpoint")
-
-
-def failure_endpoint(sample: Any) -> str | None:
-    """Which endpoint a FAILED sample failed on (a key of :data:`ENDPOINTS`), or None if it did not fail.
-
-    Read from the typed fields ``generate`` writes: ``metadata["failed_endpoint"]`` (the episode's
-    :class:`FailedEndpoint`) and ``metadata["termination_reason"]``, never from the error's words.
-    """
-    if not is_failed(sample):
-        return None
-    meta = getattr(sample, "metadata", None) or {}
-    reason = meta.get("termination_reason")
-    if reason is None:
-        return "other"
-    if reason in (TerminationReason.DEADLINE.value, TerminationReason.USER_TOKEN_BUDGET.value):
-        return str(reason)
-    failed = meta.get("failed_endpoint")
-    if failed in _FAILED_ENDPOINTS:
-        return failed
-    return _BY_REASON.get(reason, FailedEndpoint.ENV).value
-
-
-class FailureGuard:
-    """Failure causes of the last ``window_groups`` groups; raises once one endpoint's share is too high.
-
-    The share is over the window's capacity (``window_groups`` x group size), so a dead endpoint stops the
-    run as soon as the outcome is certain, before the window fills.
-    """
-
-    def __init__(self, settings: FailureGuardSettings) -> None:
-        self.settings = settings
-        self._window: deque[tuple[int, Counter[str]]] = deque(maxlen=settings.window_groups)
-        self._last_error: dict[str, str] = {}
-
-    def observe(self, group: Sequence[Any]) -> None:
-        """Add one finished group.
-
-        Raises:
-            FailureGuardError: more than ``max_failed_share`` of the window's episodes FAILED on one endpoint.
-        """
-        causes: Counter[str] = Counter()
-        for sample in group:
-            endpoint = failure_endpoint(sample)
-            if endpoint is not None:
-                causes[endpoint] += 1
-                error = str((getattr(sample, "metadata", None) or {}).get("error") or "no error recorded")
-                self._last_error[endpoint] = " ".join(error.split())[:300]
-        self._window.append((len(group), causes))
-        capacity = self.settings.window_groups * max(len(group), 1)
-        totals: Counter[str] = Counter()
-        for _, counted in self._window:
-            totals.update(counted)
-        for endpoint, failed in totals.most_common():
-            if failed > self.settings.max_failed_share * capacity:
-                raise self._error(endpoint, failed, capacity)
-
-    def last_error(self, endpoint: str) -> str | None:
-        """The latest ``metadata["error"]`` of an episode that FAILED on ``endpoint``, on one line."""
-        return self._last_error.get(endpoint)
-
-    def _error(self, endpoint: str, failed: int, capacity: int) -> FailureGuardError:
-        groups = len(self._window)
-        drawn = sum(size for size, _ in self._window)
-        message = (
-            f"slime_tau_plugin stopped the run: {failed} of the last {drawn} episodes ({groups} groups) FAILED on "
-            f"{describe(endpoint)}, more than tau_max_failed_share={self.settings.max_failed_share:g} of a "
-            f"{capacity}-episode window (tau_failure_window_groups={self.settings.window_groups}); fix or restart "
-            f"that endpoint, then resume the run; last error: {self._last_error.get(endpoint)}"
-        )
-        return FailureGuardError(message, endpoint=endpoint, failed=failed, episodes=drawn)
 
 
 class _RunWindow:

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from slime_tau_plugin.engine.metrics.failure_guard import is_failed  # one rule for every trainer
+
 __all__ = ["is_failed", "reward_value"]
-
-
-def is_failed(sample: Any) -> bool:
-    """True for an episode that must not count: FAILED status or ``remove_sample`` set."""
-    status = getattr(sample, "status", None)
-    return bool(getattr(sample, "remove_sample", False)) or getattr(status, "name", None) == "FAILED"
 
 
 def reward_value(args: Any, sample: Any) -> float:

@@ -20,26 +20,29 @@ padded into verl's batch: that episode stops before its first turn and does not 
 
 Outcomes: verl has no ``remove_sample``, so an episode that must not train (an env, user-simulator or policy
 failure, an engine abort, an unusable row) is returned with ``response_mask`` and log-probs all 0 and
-``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), but its 0 still
-enters its GRPO group's mean. ``extra_fields["error"]`` says why. A wrong setting raises ``ConfigError``.
+``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), and the ``tau_grpo``
+estimator (``advantage.py``) keeps its 0 out of its group's mean and std. ``extra_fields["error"]`` and
+``failed_endpoint`` say why. A wrong setting raises ``ConfigError``; under the batch trainer
+(``trainer.use_v1=false``) the failure guard's ``FailureGuardError`` stops the run (``guard.py``); under V1 the
+``tau_*`` trainer modes run the guard (``trainer.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
+from slime_tau_plugin.adapters.verl.guard import guard_batch_path
+from slime_tau_plugin.adapters.verl.launch import refuse_recipes
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
-from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
 from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key
 from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
-from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_blocking
 from slime_tau_plugin.engine.loop.run import run_episode
 from slime_tau_plugin.engine.net.retry import RetrySettings
@@ -52,16 +55,19 @@ logger = logging.getLogger(__name__)
 NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header", "episode_workers")
 """TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids, and its agent-loop
 workers: verl already spreads agent loops over Ray actors, ``rollout.agent.num_workers``)."""
-SLIME_ONLY = ("reward_shaping", "max_failed_share", "failure_window_groups")
-"""TauConfig fields read by slime's hooks (training-reward shaping, the failure guard of ``group_filter``): verl's
-agent loop cannot tell training from validation rows nor stop a run, so under verl they would do nothing."""
+SLIME_ONLY = ("reward_shaping",)
+"""TauConfig fields read by slime's hooks only (training-reward shaping): verl's agent loop cannot tell training
+from validation rows, so under verl it would do nothing. The failure guard's keys (``tau_max_failed_share``,
+``tau_failure_window_groups``) apply: ``trainer.py`` (V1) and ``guard_batch_path`` (the batch trainer) read them."""
 EXTRA_FIELD_KEYS = (
-    "tau_task", "status", "termination_reason", "model_turns", "tool_calls", "tool_errors", "parse_errors",
-    "template_fallbacks", "user_tool_errors", "template_mode", "reward_info", "error", "tau_package", "tau_version",
+    "tau_task", "status", "termination_reason", "model_turns", "tool_call_counts", "tool_errors", "parse_errors",
+    "template_fallbacks", "user_tool_errors", "template_mode", "tau_reward", "reward_info", "error", "failed_endpoint",
+    "tau_package", "tau_version",
     "episode_wall_s", "time_policy_s", "time_env_s", "time_user_s", "min_global_steps", "max_global_steps",
     "messages", "tools", "reward_extra_info",
 )  # fmt: skip
-"""Every output has exactly these: verl concatenates workers' batches and needs one key set."""
+"""Every output has exactly these: verl concatenates workers' batches and needs one key set. ``tool_call_counts`` is
+the episode's tool calls under the name verl's ``compute_data_metrics`` reads (``tool_call_counts/mean``)."""
 
 ROUTED_SHAPES = "verl: routed-experts shape by model"
 """The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
@@ -77,6 +83,7 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
     Raises:
         ConfigError: an unknown key (the closest valid one is named), a setting verl provides, or a bad value.
     """
+    refuse_recipes(trainer_config)
     fields = TauConfig.field_names()
     values: dict[str, Any] = {}
     for key, value in loop_settings.items():
@@ -118,74 +125,6 @@ def _own(values: dict[str, Any], name: str) -> Any:
     return None if value is None else coerce_field(name, value)
 
 
-def check_launch(overrides: Sequence[str]) -> str:
-    """What ``scripts/run_verl_*.sh`` checks before it starts anything; returns a one-line summary.
-
-    verl's ``ppo_trainer`` config composes with ``overrides`` (Hydra refuses an unknown key) and passes
-    ``main_ppo``'s own ``validate_config``; the agent-loop YAML has the ``tau_agent`` entry, whose settings
-    (with the ``tau`` section and verl's limits) build a ``TauConfig`` with known parsers; the data files
-    that exist hold ``tau_agent`` rows.
-
-    Raises:
-        ConfigError: the first problem, in one line.
-    """
-    import verl
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-
-    try:
-        with initialize_config_dir(
-            config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None
-        ):
-            cfg = compose(config_name="ppo_trainer", overrides=list(overrides))
-        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-        omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
-    except Exception as exc:
-        raise ConfigError(f"verl rejects the command line: {type(exc).__name__}: {exc}".replace("\n", " ")) from exc
-    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
-    if not path or not Path(path).is_file():
-        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
-    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
-    target = f"{TauAgentLoop.__module__}.{TauAgentLoop.__qualname__}"
-    if len(entries) != 1 or entries[0].get("_target_") != target:
-        raise ConfigError(f"{path}: expected one entry {{name: {AGENT_NAME}, _target_: {target}}}")
-    other = sorted(k for k in entries[0] if k not in ("name", "_target_") and not str(k).startswith("tau_"))
-    if other:
-        raise ConfigError(f"{path}: keys {other} are not tau_* settings")
-    settings = {k: v for k, v in OmegaConf.to_container(entries[0], resolve=True).items() if k.startswith("tau_")}
-    tau = verl_tau_config(cfg, settings)
-    check_parser_names(tau.tool_call_parser, tau.reasoning_parser)
-    for key in ("train_files", "val_files"):
-        for file in _listed(cfg.data.get(key)):
-            if Path(file).is_file():
-                _check_rows(key, file)
-    return (
-        f"verl config OK: prompt_length={cfg.actor_rollout_ref.rollout.prompt_length} "
-        f"response_length={tau.max_response_len} max_context_len={tau.max_context_len} max_turns={tau.max_turns} "
-        f"max_tokens_per_turn={tau.max_tokens_per_turn} user={tau.user} parser={tau.tool_call_parser}"
-    )
-
-
-def _listed(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
-
-
-def _check_rows(key: str, file: str) -> None:
-    import pandas as pd
-
-    frame = pd.read_parquet(file)
-    missing = {"data_source", "prompt", "agent_name", "extra_info"} - set(frame.columns)
-    if missing:
-        raise ConfigError(f"data.{key}={file} lacks columns {sorted(missing)}; write it with verl_data.verl_rows")
-    names = set(frame["agent_name"])
-    if names - {AGENT_NAME}:
-        raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")
-
-
 @register(AGENT_NAME)
 class TauAgentLoop(AgentLoopBase):
     """Plays the row's τ task; returns token-exact ids, mask 1 only on sampled ids, τ's reward."""
@@ -198,7 +137,8 @@ class TauAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
-        """Play one episode; never raises for an external failure or a bad row (see the module docstring)."""
+        """Play one episode; never raises for an external failure or a bad row (see the module docstring), except
+        the failure guard's stop under the batch trainer (``FailureGuardError``, by design)."""
         config = self.tau_config
         policy = VerlPolicy(
             self.server_manager,
@@ -223,7 +163,10 @@ class TauAgentLoop(AgentLoopBase):
             result = failed_result(config, exc)
         if self.rollout_config.get("enable_rollout_routing_replay"):
             await self._read_hf_routing_shape()
-        return self.to_output(result, policy.summary())
+        output = self.to_output(result, policy.summary(), dispatched_steps=row.get("global_steps"))
+        if not self.config.trainer.get("use_v1", False):
+            guard_batch_path(self.tau_config, self.config, output.extra_fields)
+        return output
 
     async def _read_hf_routing_shape(self) -> None:
         """The model's routing shape from its Hugging Face config, read once per process in a worker thread:
@@ -239,8 +182,14 @@ class TauAgentLoop(AgentLoopBase):
         """verl's own choice (``ToolAgentLoop._make_request_id``): stable under full determinism, else random."""
         return f"det-{priority}" if self.rollout_config.get("full_determinism") else uuid.uuid4().hex
 
-    def to_output(self, result: EpisodeResult, summary: VerlEpisodeSummary) -> AgentLoopOutput:
-        """An :class:`EpisodeResult` as verl's output; an episode that must not train keeps mask and reward 0."""
+    def to_output(
+        self, result: EpisodeResult, summary: VerlEpisodeSummary, *, dispatched_steps: Any = None
+    ) -> AgentLoopOutput:
+        """An :class:`EpisodeResult` as verl's output; an episode that must not train keeps mask and reward 0.
+
+        ``dispatched_steps`` is the row's ``global_steps`` (the weights version the trainer dispatched it at):
+        the weight versions of an episode that generated no turn, because V1 casts them to ``int`` every step.
+        """
         error, trains = result.error, result.termination.is_trainable
         traj = trainable_trajectory(result, self.tokenizer)  # never empty: verl puts the reward on the last id
         prompt_ids = list(traj.prompt_ids)
@@ -269,38 +218,51 @@ class TauAgentLoop(AgentLoopBase):
                 tool_calls=timings.env_s + timings.user_s,  # τ's reward runs among the env calls
                 num_preempted=summary.num_preempted,
             ),
-            extra_fields=self._extra_fields(result, summary, reward, trains, error),
+            extra_fields=self._extra_fields(result, summary, reward, trains, error, dispatched_steps),
         )
 
     def _extra_fields(
-        self, result: EpisodeResult, summary: VerlEpisodeSummary, reward: float, trains: bool, error: str | None
+        self,
+        result: EpisodeResult,
+        summary: VerlEpisodeSummary,
+        reward: float,
+        trains: bool,
+        error: str | None,
+        dispatched_steps: Any,
     ) -> dict[str, Any]:
         c, task = result.counters, result.task
-        status = result.termination.status
+        status, failed_endpoint = result.termination.status, result.failed_endpoint
         if not trains and result.termination.is_trainable:  # cut by verl's prompt length
-            status = SampleStatus.FAILED
+            status, failed_endpoint = SampleStatus.FAILED, FailedEndpoint.CONFIG
         record = self.tau_config.record_messages
+        low, high = _weight_versions(summary, dispatched_steps)
         return {
             "tau_task": f"{task.benchmark}/{task.domain}/{task.split}/{task.task_id}",
             "status": status.value,
             "termination_reason": result.termination.value,
             "model_turns": result.num_turns,
-            **c.as_dict(),
+            "tool_call_counts": c.tool_calls,
+            "tool_errors": c.tool_errors,
+            "parse_errors": c.parse_errors,
+            "template_fallbacks": c.template_fallbacks,
+            "user_tool_errors": c.user_tool_errors,
             "template_mode": result.template_mode,
+            "tau_reward": reward,
             "reward_info": result.reward_info,
             "error": error,
+            "failed_endpoint": failed_endpoint.value if failed_endpoint is not None else None,
             "tau_package": result.env_info.get("tau_package"),
             "tau_version": result.env_info.get("tau_version"),
             **result.timings.as_metadata(),
-            "min_global_steps": summary.min_global_steps,
-            "max_global_steps": summary.max_global_steps,
+            "min_global_steps": low,
+            "max_global_steps": high,
             "messages": list(result.messages) if record else None,
             "tools": list(result.tools) if record else None,
             # verl turns these into per-data-source validation metrics (val-core/<source>/acc/mean@N, best@N...)
             "reward_extra_info": {
                 "acc": float(reward >= 1.0 - 1e-6),
                 "model_turns": result.num_turns,
-                "tool_calls": c.tool_calls,
+                "tool_call_counts": c.tool_calls,
                 "parse_errors": c.parse_errors,
                 "failed": float(not trains),
             },
@@ -321,6 +283,18 @@ class TauAgentLoop(AgentLoopBase):
                 return routed[:total]
         shape, dtype = shapes.get(model) or (shared_state().notes(HF_ROUTING_SHAPES).get(model), np.int32)
         return np.zeros((total, *shape), dtype=dtype) if shape else None
+
+
+def _weight_versions(summary: VerlEpisodeSummary, dispatched_steps: Any) -> tuple[int, int]:
+    """(min, max) weight versions of the episode's turns; with no turn, the row's dispatch step (else verl's
+    "unknown", -1): V1 casts both with ``np.array(..., dtype=int)`` and the fully-async recipe subtracts them."""
+    try:
+        fallback = int(dispatched_steps)  # an int, a numpy or 0-d tensor value from verl's batch
+    except (TypeError, ValueError):
+        fallback = -1
+    low = summary.min_global_steps if summary.min_global_steps is not None else fallback
+    high = summary.max_global_steps if summary.max_global_steps is not None else low
+    return int(low), int(high)
 
 
 def _hf_routing_shape(model_path: str) -> tuple[int, ...] | None:

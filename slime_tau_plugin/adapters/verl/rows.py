@@ -72,6 +72,31 @@ def verl_parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
     return buffer.getvalue()
 
 
+def check_row_sets(file: str, specs: str, what: str) -> None:
+    """Refuse a parquet file whose rows come from other task sets than ``specs`` (space-separated
+    ``BENCHMARK/DOMAIN[,DOMAIN]/SPLIT``, as the launch script's ``TRAIN_SETS``/``EVAL_SETS``): a file written
+    for an earlier choice of sets would otherwise train or evaluate on the wrong tasks without a word.
+
+    Raises:
+        ConfigError: the sets differ (both are named), or a spec is malformed.
+    """
+    import pandas as pd
+
+    from slime_tau_plugin.engine.data import parse_task_sets
+
+    expected = {str(s) for spec in specs.split() for s in parse_task_sets(spec)}
+    found = set()
+    for info in pd.read_parquet(file, columns=["extra_info"])["extra_info"]:
+        info = info or {}
+        found.add(f"{info.get('benchmark')}/{info.get('domain')}/{info.get('split')}")
+    if found != expected:
+        raise ConfigError(
+            f"{file} holds rows of {', '.join(sorted(found))} but {what}={specs!r} names "
+            f"{', '.join(sorted(expected))}; delete the file (the script writes it again) or set the sets it was "
+            "written for"
+        )
+
+
 def task_ref_from_extra_info(extra_info: Mapping[str, Any] | None, config: TauConfig) -> TaskRef:
     """Which task a verl row plays (the inverse of :func:`verl_rows`).
 

@@ -1,0 +1,158 @@
+"""What the verl trainer reads back from ``TauAgentLoop``'s ``extra_fields``: τ's step metrics and the failure guard.
+
+verl hands a step's outputs back as one ``extra_fields`` dict per row (V1: the TransferQueue field
+``extra_fields``; the batch trainer: one ``non_tensor_batch`` column per key). :func:`episode_views` turns them
+into sample-like values (``status``, ``metadata``, ``reward``), which the run's failure guard reads as it reads
+slime's samples (``engine/metrics/failure_guard.py``: the same thresholds and stop line, not a twin). Metric keys follow
+verl's ``<section>/<name>`` convention and the slime path's names: ``tau/<benchmark>/<domain>/<metric>``
+(``reward_mean``, ``pass_rate``, ``status/<status>``, ``termination/<reason>``, ``<counter>_per_episode``,
+``turns_mean``) and ``tau/failed/<endpoint>`` (share of the step's episodes) per step;
+``val-core/<data_source>/tau/pass^k`` at validation. Imports no verl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
+from slime_tau_plugin.engine.metrics.failure_guard import (
+    DEFAULT_MAX_FAILED_SHARE,
+    DEFAULT_WINDOW_GROUPS,
+    FailureGuard,
+    FailureGuardSettings,
+    failure_endpoint,
+)
+from slime_tau_plugin.engine.metrics.noise import per_task_pass_k
+
+SUCCESS = 1.0 - 1e-6
+"""A reward at or above this is a τ success (reward 1), as in slime's metrics."""
+_COUNTER_KEYS = {"tool_calls": "tool_call_counts"} | {
+    f.name: f.name for f in dataclasses.fields(EpisodeCounters) if f.name != "tool_calls"
+}
+"""Counter name in the metric key -> its ``extra_fields`` key (verl reads tool calls as ``tool_call_counts``)."""
+
+STEP_PREFIX = "tau/"
+FAILED_PREFIX = "tau/failed/"
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeView:
+    """One verl row as slime's hooks read a ``Sample`` (duck-typed: they read only these attributes)."""
+
+    status: SampleStatus
+    metadata: dict[str, Any]
+    """``extra_fields`` plus ``benchmark``/``domain``/``task_id`` (from ``tau_task``) and ``num_turns``."""
+    reward: float
+    response_length: int
+    loss_mask: list[int] = field(default_factory=list)
+    remove_sample: bool = False
+
+
+def episode_view(extra_fields: Mapping[str, Any], response_mask: Sequence[int] = ()) -> EpisodeView | None:
+    """A view of one row's ``extra_fields``; None for a row ``TauAgentLoop`` did not fill."""
+    if not isinstance(extra_fields, Mapping) or "termination_reason" not in extra_fields:
+        return None
+    meta = dict(extra_fields)
+    benchmark, domain, split, task_id = (str(extra_fields.get("tau_task") or "///").split("/", 3) + ["", "", ""])[:4]
+    meta.update(benchmark=benchmark or None, domain=domain or None, split=split or None, task_id=task_id or None)
+    meta["num_turns"] = extra_fields.get("model_turns", 0)
+    mask = [int(m) for m in response_mask]
+    status = SampleStatus(str(extra_fields.get("status") or SampleStatus.FAILED.value))
+    return EpisodeView(status, meta, float(extra_fields.get("tau_reward") or 0.0), len(mask), mask)
+
+
+def episode_views(
+    extra_fields: Iterable[Any], response_masks: Iterable[Sequence[int]] | None = None
+) -> list[EpisodeView]:
+    """Views of the rows ``TauAgentLoop`` filled, in order (others are skipped)."""
+    rows = list(extra_fields)
+    masks = list(response_masks) if response_masks is not None else [()] * len(rows)
+    views = [episode_view(row, mask) for row, mask in zip(rows, masks, strict=True)]
+    return [v for v in views if v is not None]
+
+
+def step_metrics(views: Sequence[EpisodeView]) -> dict[str, float]:
+    """τ's per-step numbers for verl's logger: per domain, and failures per endpoint over the step."""
+    if not views:
+        return {}
+    by_domain: dict[str, list[EpisodeView]] = defaultdict(list)
+    for view in views:
+        by_domain[f"{view.metadata.get('benchmark')}/{view.metadata.get('domain')}"].append(view)
+    metrics: dict[str, float] = {}
+    for domain, group in sorted(by_domain.items()):
+        metrics |= {f"{STEP_PREFIX}{domain}/{name}": value for name, value in _domain_numbers(group).items()}
+    causes = Counter(failure_endpoint(v) for v in views)
+    causes.pop(None, None)
+    metrics[f"{FAILED_PREFIX}share"] = sum(causes.values()) / len(views)
+    metrics |= {f"{FAILED_PREFIX}{endpoint}": count / len(views) for endpoint, count in sorted(causes.items())}
+    return metrics
+
+
+def _domain_numbers(group: Sequence[EpisodeView]) -> dict[str, float]:
+    n = len(group)
+    metas = [v.metadata for v in group]
+    out = {
+        "samples": float(n),
+        "reward_mean": sum(v.reward for v in group) / n,
+        "pass_rate": sum(v.reward >= SUCCESS for v in group) / n,
+        "turns_mean": sum(_num(m, "model_turns") for m in metas) / n,
+    }
+    out |= {f"{name}_per_episode": sum(_num(m, key) for m in metas) / n for name, key in _COUNTER_KEYS.items()}
+    statuses = Counter(v.status for v in group)
+    out |= {f"status/{s.value}": statuses[s] / n for s in SampleStatus if s is not SampleStatus.PENDING}
+    ends = Counter(str(m.get("termination_reason")) for m in metas)
+    out |= {f"termination/{r.value}": ends[r.value] / n for r in TerminationReason}
+    return out
+
+
+def _num(meta: Mapping[str, Any], key: str) -> float:
+    value = meta.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def validation_pass_k(data_sources: Sequence[str], uids: Sequence[Any], successes: Sequence[Any]) -> dict[str, float]:
+    """τ's pass^k per data source from verl's validation lists (a task's samples share a ``uid``).
+
+    verl's own ``best@k`` is pass@k (any of k succeeds); τ reports pass^k (all k succeed), k = 1 .. the fewest
+    samples any task has. ``successes`` is the rows' ``reward_extra_info["acc"]`` (None for a row another loop
+    filled: skipped).
+    """
+    by_source: dict[str, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for source, uid, acc in zip(data_sources, uids, successes, strict=True):
+        if acc is not None:
+            by_source[str(source)][uid].append(int(float(acc) >= SUCCESS))
+    out: dict[str, float] = {}
+    for source, tasks in sorted(by_source.items()):
+        wins = [sum(v) for v in tasks.values()]
+        trials = [len(v) for v in tasks.values()]
+        for k in range(1, min(trials) + 1):
+            values = per_task_pass_k(wins, trials, k)
+            out[f"val-core/{source}/tau/pass^{k}"] = sum(values) / len(values)
+    return out
+
+
+def verl_guard_settings(config: TauConfig, groups_per_step: int | None) -> FailureGuardSettings:
+    """The slime guard's knobs under verl: ``tau_max_failed_share`` (default 0.5) over the last
+    ``tau_failure_window_groups`` groups (default: one step's prompts, ``data.train_batch_size``)."""
+    share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
+    window = config.failure_window_groups or groups_per_step or DEFAULT_WINDOW_GROUPS
+    return FailureGuardSettings(float(share), int(window))
+
+
+def observe_step(guard: FailureGuard, uids: Sequence[Any], views: Sequence[EpisodeView | None]) -> None:
+    """Feed one step's rows to ``guard``, one group per prompt ``uid`` (rows another loop filled are skipped).
+
+    Raises:
+        FailureGuardError: too many recent episodes FAILED on one endpoint (the one-line stop of the slime path).
+    """
+    groups: dict[Any, list[EpisodeView]] = defaultdict(list)
+    for uid, view in zip(uids, views, strict=True):
+        if view is not None:
+            groups[uid].append(view)
+    for group in groups.values():
+        guard.observe(group)

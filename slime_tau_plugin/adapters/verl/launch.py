@@ -1,0 +1,169 @@
+"""What ``scripts/run_verl_qwen3_4B_tau2.sh`` checks before it starts anything, and the trainer's view of our settings.
+
+Runs in the launching shell's Python (``check_launch``) and in verl's trainer process (``trainer_tau_config``);
+imports verl inside its functions only, like the rest of the package outside ``agent_loop.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, check_row_sets
+from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.errors import ConfigError
+
+RECIPES = {
+    "async_training": "verl's fully-async recipe (verl.experimental.fully_async_policy)",
+    "rollout": "verl's one-step-off recipe (verl.experimental.one_step_off_policy)",
+}
+"""Top-level keys only a recipe's trainer config has, and the recipe each marks."""
+
+
+def refuse_recipes(trainer_config: Any) -> None:
+    """Refuse verl's fully-async and one-step-off recipes in one line.
+
+    They run their own trainers, not V1's registry: τ's failure guard and step metrics (``trainer.py``) would not
+    run, and their rollout loops are not tested with this loop on CPU. ``tau_grpo`` and the loop itself would work.
+
+    Raises:
+        ConfigError: the config is a recipe's, naming the recipe and the supported trainers.
+    """
+    for key, recipe in RECIPES.items():
+        if trainer_config.get(key) is not None:
+            raise ConfigError(
+                f"{recipe} (config key {key}) is not supported by slime_tau_plugin: its failure guard and τ metrics "
+                "run in verl's V1 trainer; use trainer.use_v1=true trainer.v1.trainer_mode=tau_sync "
+                "(or tau_colocate_async)"
+            )
+
+
+def check_launch(overrides: Sequence[str], *, train_sets: str = "", eval_sets: str = "") -> str:
+    """What ``scripts/run_verl_*.sh`` checks before it starts anything; returns a one-line summary.
+
+    verl's ``ppo_trainer`` config composes with ``overrides`` (Hydra refuses an unknown key) and passes
+    ``main_ppo``'s own ``validate_config``; the agent-loop YAML has the ``tau_agent`` entry, whose settings
+    (with the ``tau`` section and verl's limits) build a ``TauConfig`` with known parsers; the data files
+    that exist hold ``tau_agent`` rows of ``train_sets``/``eval_sets`` (the script's ``TRAIN_SETS``/``EVAL_SETS``,
+    when given); the trainer is one that keeps τ's promises: ``algorithm.adv_estimator=tau_grpo`` (failed episodes
+    out of the group statistics) and, under V1, a ``tau_*`` trainer mode (the failure guard and τ's metrics).
+
+    Raises:
+        ConfigError: the first problem, in one line.
+    """
+    import verl
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    from slime_tau_plugin.adapters.verl import register  # noqa: F401  (tau_grpo and the tau_* trainer modes)
+    from slime_tau_plugin.adapters.verl.agent_loop import TauAgentLoop
+
+    try:
+        with initialize_config_dir(
+            config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None
+        ):
+            cfg = compose(config_name="ppo_trainer", overrides=list(overrides))
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    except Exception as exc:
+        raise ConfigError(f"verl rejects the command line: {type(exc).__name__}: {exc}".replace("\n", " ")) from exc
+    check_trainer(cfg)
+    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    if not path or not Path(path).is_file():
+        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
+    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
+    target = f"{TauAgentLoop.__module__}.{TauAgentLoop.__qualname__}"
+    if len(entries) != 1 or entries[0].get("_target_") != target:
+        raise ConfigError(f"{path}: expected one entry {{name: {AGENT_NAME}, _target_: {target}}}")
+    other = sorted(k for k in entries[0] if k not in ("name", "_target_") and not str(k).startswith("tau_"))
+    if other:
+        raise ConfigError(f"{path}: keys {other} are not tau_* settings")
+    tau = trainer_tau_config(cfg)
+    check_parser_names(tau.tool_call_parser, tau.reasoning_parser)
+    for key in ("train_files", "val_files"):
+        for file in _listed(cfg.data.get(key)):
+            if Path(file).is_file():
+                _check_rows(key, file)
+                specs, what = (train_sets, "TRAIN_SETS") if key == "train_files" else (eval_sets, "EVAL_SETS")
+                if specs:
+                    check_row_sets(file, specs, what)
+    return (
+        f"verl config OK: prompt_length={cfg.actor_rollout_ref.rollout.prompt_length} "
+        f"response_length={tau.max_response_len} max_context_len={tau.max_context_len} max_turns={tau.max_turns} "
+        f"max_tokens_per_turn={tau.max_tokens_per_turn} user={tau.user} parser={tau.tool_call_parser} "
+        f"trainer={_trainer_name(cfg)} adv_estimator={cfg.algorithm.adv_estimator}"
+    )
+
+
+def _trainer_name(cfg: Any) -> str:
+    return f"v1/{cfg.trainer.v1.trainer_mode}" if cfg.trainer.get("use_v1") else "batch"
+
+
+def check_trainer(cfg: Any) -> None:
+    """The estimator and trainer that keep failed episodes out of training signal and stop a run on a dead endpoint."""
+    refuse_recipes(cfg)
+    from slime_tau_plugin.adapters.verl.advantage import ESTIMATOR
+
+    if str(cfg.algorithm.adv_estimator) != ESTIMATOR:
+        raise ConfigError(
+            f"algorithm.adv_estimator={cfg.algorithm.adv_estimator} lets a failed episode's 0 reward into its group's "
+            f"statistics; use algorithm.adv_estimator={ESTIMATOR} (verl's GRPO over the episodes that did not fail)"
+        )
+    if cfg.trainer.get("use_v1"):
+        import importlib.util
+
+        if importlib.util.find_spec("transfer_queue") is None:
+            raise ConfigError(
+                "trainer.use_v1=true (verl 0.9's default) needs TransferQueue: pip install TransferQueue==0.1.11"
+            )
+        from slime_tau_plugin.adapters.verl.trainer import TRAINER_MODES
+
+        mode = cfg.trainer.v1.trainer_mode
+        if mode not in TRAINER_MODES:
+            raise ConfigError(
+                f"trainer.v1.trainer_mode={mode} runs no τ failure guard or τ metrics; use tau_{mode} "
+                f"(one of {', '.join(TRAINER_MODES)}: verl's trainer of that name with them)"
+            )
+
+
+def trainer_tau_config(trainer_config: Any) -> TauConfig:
+    """The ``TauConfig`` the agent loops of this trainer config build (its agent-loop YAML's ``tau_agent`` entry,
+    the ``tau`` section, verl's limits): what the trainer process reads (``trainer.py``).
+
+    Raises:
+        ConfigError: no ``tau_agent`` entry in ``agent_loop_config_path``, or a bad setting.
+    """
+    from omegaconf import OmegaConf
+
+    from slime_tau_plugin.adapters.verl.agent_loop import verl_tau_config
+
+    path = trainer_config.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
+    if not path or not Path(path).is_file():
+        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
+    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
+    if not entries:
+        raise ConfigError(f"{path}: no entry named {AGENT_NAME}")
+    items = OmegaConf.to_container(entries[0], resolve=True).items()
+    return verl_tau_config(trainer_config, {k: v for k, v in items if str(k).startswith("tau_")})
+
+
+def _listed(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _check_rows(key: str, file: str) -> None:
+    import pandas as pd
+
+    frame = pd.read_parquet(file)
+    missing = {"data_source", "prompt", "agent_name", "extra_info"} - set(frame.columns)
+    if missing:
+        raise ConfigError(f"data.{key}={file} lacks columns {sorted(missing)}; write it with verl_data.verl_rows")
+    names = set(frame["agent_name"])
+    if names - {AGENT_NAME}:
+        raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")
