@@ -42,6 +42,7 @@ TAU2 = [
 ]
 TEST = [
     "pytest>=8",
+    "pytest-xdist>=3.5",  # scripts/test.sh runs the suite on several workers (-n)
     "httpx",
     "pytest-asyncio>=0.24",
     "ruff==0.17.6",

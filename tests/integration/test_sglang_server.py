@@ -271,6 +271,7 @@ print(first)
 # --- the HTTP layer (aiohttp on the server's own loop) --------------------------------------------
 
 
+@pytest.mark.serial  # asserts 16 latency waits overlap (< 4 s) and /health answers within 0.5 s of wall clock
 def test_latency_waits_do_not_hold_up_other_requests(qwen25, serve):
     """``latency_s`` is slept on the server's loop: eight requests waiting 1 s each end together, and the
     server answers health checks meanwhile."""
