@@ -78,7 +78,7 @@ def test_grpo_trainer_steps_on_oracle_episodes_and_leaves_failed_ones_out(oracle
     assert logged["rewards/tau_reward/mean"] == 1.0
 
 
-def test_copies_of_a_prompt_are_played_with_their_own_seeds(oracle_url, tiny_trl_model, tmp_path):
+def test_copies_of_a_prompt_are_played_with_their_own_seeds():
     from slime_tau_plugin.adapters.trl.rollout import episode_seed
 
     seeds = {episode_seed(1, 0, ORACLE_TASK, copy) for copy in range(4)}
