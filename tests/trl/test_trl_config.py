@@ -1,0 +1,71 @@
+"""Bad TRL settings are refused in one line naming the key; the trainer's vLLM server becomes the policy."""
+
+from __future__ import annotations
+
+import pytest
+from trl import GRPOConfig
+
+from slime_tau_plugin.adapters.trl.config import TRL_VERSION, check_trl_version, trl_tau_config
+from slime_tau_plugin.adapters.trl.rollout import TauRollout
+from slime_tau_plugin.adapters.trl.rows import task_request, trl_rows
+from slime_tau_plugin.engine.choices import PolicyApi
+from slime_tau_plugin.engine.errors import ConfigError
+
+
+def args(tmp_path, **kw) -> GRPOConfig:
+    return GRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **kw)
+
+
+def refused(fn, *a, **kw) -> str:
+    with pytest.raises(ConfigError) as info:
+        fn(*a, **kw)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_installed_trl_is_the_pinned_one_and_others_are_refused():
+    assert check_trl_version() == TRL_VERSION
+    assert "trl==1.15.0 is installed" in refused(check_trl_version, "1.15.0")
+
+
+def test_unknown_and_slime_only_keys_are_refused_when_the_rollout_is_built():
+    assert "did you mean tau_max_turns" in refused(TauRollout, tau_max_turn=3)
+    assert "tau_max_failed_share" in refused(TauRollout, tau_max_failed_share=0.1)
+    assert "not a tau_* setting" in refused(TauRollout, max_turns=3)
+
+
+def test_a_policy_is_required(tmp_path):
+    assert "tau_policy_url is unset" in refused(trl_tau_config, args(tmp_path), {}, "/tok")
+
+
+def test_the_trainers_vllm_server_is_the_policy_in_server_mode(tmp_path, qwen25_dir):
+    config = trl_tau_config(args(tmp_path, use_vllm=True, vllm_mode="server", vllm_server_port=8123), {}, qwen25_dir)
+    assert config.policy_url == "http://0.0.0.0:8123" or config.policy_url.endswith(":8123")
+    assert config.policy_api is PolicyApi.OPENAI_COMPLETIONS
+    assert config.tokenizer_path == qwen25_dir
+
+
+def test_colocated_vllm_and_masking_truncations_are_refused(tmp_path):
+    assert "vllm_mode='colocate'" in refused(
+        trl_tau_config, args(tmp_path, use_vllm=True, vllm_mode="colocate"), {}, "/tok"
+    )
+    bad = args(tmp_path, mask_truncated_completions=True)
+    assert "mask_truncated_completions" in refused(trl_tau_config, bad, {"tau_policy_url": "http://h:1"}, "/tok")
+
+
+def test_max_completion_length_caps_the_whole_response(tmp_path, qwen25_dir):
+    settings = {"tau_policy_url": "http://h:1", "tau_max_response_len": 9000}
+    config = trl_tau_config(args(tmp_path, max_completion_length=2048), settings, qwen25_dir)
+    assert config.max_response_len == 2048
+    bad = {"tau_policy_url": "http://h:1", "tau_max_turns": "many"}
+    assert "max_turns" in refused(trl_tau_config, args(tmp_path), bad, qwen25_dir)
+
+
+def test_rows_name_their_task_and_come_back():
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
+    from slime_tau_plugin.engine.envs import TaskRef
+
+    rows = trl_rows([TaskRef("tau2", "retail", "train", "7")])
+    assert rows == [{"prompt": "tau2/retail/train/7"}]
+    assert task_request(rows[0]["prompt"], TauConfig())[1]["task_id"] == "7"
