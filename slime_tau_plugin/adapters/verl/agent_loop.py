@@ -44,10 +44,9 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, k
 from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_blocking
-from slime_tau_plugin.engine.loop.run import run_episode
+from slime_tau_plugin.engine.loop.boundary import play_episode
 from slime_tau_plugin.engine.net.retry import RetrySettings
-from slime_tau_plugin.engine.outcome import failed_result, trainable_trajectory
-from slime_tau_plugin.engine.resources import EpisodeResources
+from slime_tau_plugin.engine.outcome import trainable_trajectory
 from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
@@ -148,22 +147,17 @@ class TauAgentLoop(AgentLoopBase):
             timeout_s=config.policy_timeout_s,
             retry=RetrySettings(attempts=config.policy_retries),
         )
-        try:
-            resources = await EpisodeResources.for_config(config, tokenizer=self.tokenizer)
-        except ConfigError:
-            raise
-        except Exception as exc:  # the failure boundary: nothing but a ConfigError reaches verl
-            logger.exception("slime-tau-plugin could not build its resources for %r", config)
-            return self.to_output(failed_result(config, exc), policy.summary())
-        try:
-            ref = task_ref_from_extra_info(row.get("extra_info"), config)
-            result = await run_episode(resources, policy, ref, dict(sampling_params), session_id=policy.request_id)
-        except Exception as exc:  # the failure boundary: nothing reaches verl
-            logger.exception("τ episode for row index=%s failed before it started", row.get("index"))
-            result = failed_result(config, exc)
-        if self.rollout_config.get("enable_rollout_routing_replay"):
+        played = await play_episode(  # the one failure boundary: nothing but a ConfigError reaches verl
+            config,
+            lambda: task_ref_from_extra_info(row.get("extra_info"), config),
+            sampling_params,
+            policy=policy,
+            tokenizer=self.tokenizer,
+            session_id=policy.request_id,
+        )
+        if played.resources is not None and self.rollout_config.get("enable_rollout_routing_replay"):
             await self._read_hf_routing_shape()
-        output = self.to_output(result, policy.summary(), dispatched_steps=row.get("global_steps"))
+        output = self.to_output(played.result, policy.summary(), dispatched_steps=row.get("global_steps"))
         if not self.config.trainer.get("use_v1", False):
             guard_batch_path(self.tau_config, self.config, output.extra_fields)
         return output
