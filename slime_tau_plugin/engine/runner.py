@@ -45,6 +45,8 @@ from slime_tau_plugin.engine.policy import FinishReason, PolicyClient
 from slime_tau_plugin.engine.replicas import ReplicaSet, on_replica
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.retry import guarded_on_replicas
+from slime_tau_plugin.engine.review.outcome import review_episode
+from slime_tau_plugin.engine.review.settings import ReviewSettings
 from slime_tau_plugin.engine.tool_calls import ParsedAction
 from slime_tau_plugin.engine.trajectory import TokenBudget
 from slime_tau_plugin.engine.users import UserTurn
@@ -79,6 +81,7 @@ class EpisodeEngine:
         self.limits = resources.config.limits
         self.backend = resources.backend
         self.calls = EpisodeCalls(self.config.env_timeout_s, self.config.env_workers)
+        self.review = ReviewSettings.from_config(self.config)
 
     async def run_episode(
         self,
@@ -148,7 +151,10 @@ class EpisodeEngine:
             return ep.result(TerminationReason.DEADLINE, env_info, error=str(exc))
         except EnvBackendError as exc:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
-        return ep.result(termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error)
+        result = ep.result(
+            termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error
+        )
+        return review_episode(ep, result, self.review)  # a customer error that decided it: user_error (review/)
 
     async def _loop(self, ep: LiveEpisode, sampling_params: dict[str, Any], run: _Run) -> TerminationReason:
         """Generate, parse, act until an ending. A turn cut mid-generation (``ep.open_turn``, after an abort and

@@ -1,0 +1,16 @@
+"""The customer's review: is the simulated user the reason an episode passed or failed (issue 33)?
+
+τ²'s authors found user-simulator errors decide up to 30% of failed retail trajectories. In GRPO an episode the
+customer hindered pushes a good policy down, and one it helped rewards nothing, so each finished episode's customer
+messages are reviewed here and a critical error takes the episode out of training (``user_error``), like a failure.
+
+- ``verdict.py``: τ²'s tags and severities, a finding, the verdict (``metadata["tau_review"]``).
+- ``facts.py``: the identifiers, amounts and names a customer states, and what grounds them.
+- ``checks.py``: the deterministic checks and how a finding gets its severity.
+- ``settings.py``: the ``tau_review_*`` keys as one value.
+- ``judge.py``: τ²'s reviewer rubric through the judge endpoint, for a share of episodes.
+- ``outcome.py``: the engine's one call at an episode's end, and what a verdict does to the result.
+- ``metrics.py``: per-step counts by tag, severity, check and task.
+
+Imports no trainer; ``verdict``, ``facts`` and ``checks`` import nothing from the rest of the package.
+"""
