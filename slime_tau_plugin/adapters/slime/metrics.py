@@ -27,6 +27,7 @@ from typing import Any
 from slime_tau_plugin.adapters.slime.partial import abort_tally, resume_metrics
 from slime_tau_plugin.engine.episode import EpisodeCounters, SampleStatus, TerminationReason
 from slime_tau_plugin.engine.noise import pass_k_intervals
+from slime_tau_plugin.engine.review.metrics import is_customer_error, review_metrics
 from slime_tau_plugin.engine.reward_breakdown import reward_breakdown_metrics
 from slime_tau_plugin.engine.task_ref import task_id_of
 from slime_tau_plugin.engine.user_budget import user_token_ledger
@@ -224,6 +225,7 @@ def domain_summary(group: Sequence[Any]) -> dict[str, float]:
     stats["tokens/response_mean"] = response / n
     stats["tokens/trainable_mean"] = trainable / n
     stats["tokens/trainable_fraction"] = trainable / response if response else 0.0
+    stats |= review_metrics(metas, [_task_of(s) for s in group])
     stats["nl_assertions_excluded_rate"] = sum("nl_assertions" in (m.get("reward_info") or {}) for m in metas) / n
     return stats
 
@@ -242,7 +244,13 @@ def replica_metrics(metas: Sequence[dict[str, Any]], n: int) -> dict[str, float]
 
 
 def _pass_k_metrics(group: list[Any], where: str) -> dict[str, float]:
-    wins, counts = per_task_outcomes(group)
+    """pass^k over the episodes the customer did not decide: one the review took out (``user_error``) is no
+    evidence about the policy, so it is counted beside pass^k (``review/excluded_from_pass_k``), never as a 0."""
+    scored = [s for s in group if not is_customer_error(s.metadata)]
+    beside = {"review/excluded_from_pass_k": float(len(group) - len(scored))} if len(scored) < len(group) else {}
+    if not scored:
+        return beside
+    wins, counts = per_task_outcomes(scored)
     n = min(counts)
     if n != max(counts):
         logger.warning(
@@ -257,6 +265,7 @@ def _pass_k_metrics(group: list[Any], where: str) -> dict[str, float]:
         **pass_k_bounds(wins, counts),
         "tasks": float(len(counts)),
         "trials_per_task": float(n),
+        **beside,
     }
 
 

@@ -39,7 +39,7 @@ _PATTERNS: tuple[tuple[FactKind, re.Pattern[str]], ...] = (
     (FactKind.ITEM_ID, re.compile(r"(?<![\d.,$-])\b\d{10}\b(?![\d-])")),
     (FactKind.PHONE, re.compile(r"(?<!\d)\(?\d{3}\)?[ -]\d{3}-\d{4}\b")),
     (FactKind.RESERVATION_ID, re.compile(r"\b(?=[A-Z0-9]{6}\b)(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")),
-    (FactKind.ZIP, re.compile(r"(?<![\d.,$#-])\b\d{5}\b(?![\d.,-])")),
+    (FactKind.ZIP, re.compile(r"(?<![\d.,$#-])\b\d{5}\b(?!-|[.,]?\d)")),
     (FactKind.AMOUNT, re.compile(r"\$\s?\d[\d,]*(?:\.\d{1,2})?")),
 )
 _NAME = re.compile(r"\b(?:[Mm]y name is|I am|I'm|[Tt]his is)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)")
