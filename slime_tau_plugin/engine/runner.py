@@ -154,7 +154,8 @@ class EpisodeEngine:
         result = ep.result(
             termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error
         )
-        return review_episode(ep, result, self.review)  # a customer error that decided it: user_error (review/)
+        judge = self.resources.review_judge  # a customer error that decided it: user_error (review/)
+        return await review_episode(ep, result, self.review, judge, key=f"{ep.task.task_id}:{run.rid_prefix}")
 
     async def _loop(self, ep: LiveEpisode, sampling_params: dict[str, Any], run: _Run) -> TerminationReason:
         """Generate, parse, act until an ending. A turn cut mid-generation (``ep.open_turn``, after an abort and

@@ -8,6 +8,7 @@ minor (kept, marked), and a clean customer is not flagged.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -80,3 +81,36 @@ def test_the_ablation_key_keeps_a_critical_episode(tau2_backend, qwen25, qwen25_
     assert sample.status is Sample.Status.TRUNCATED and not sample.remove_sample
     assert sample.metadata["tau_review"]["severity"] == "critical_hindered"
     assert not sample.metadata["tau_review"]["excluded"]
+
+
+def judge_answer(messages: list[dict], tools: list[dict] | None) -> dict:
+    """A judge that finds the customer's opening (message 1) ended things early: τ²'s JSON schema."""
+    assert "<User Instructions>" in messages[-1]["content"] and "[1] User:" in messages[-1]["content"]
+    error = {"turn_idx": 1, "error_tags": ["premature_termination"], "severity": "critical_hindered", "reasoning": "r"}
+    return {"role": "assistant", "content": json.dumps({"errors": [error], "summary": "s"})}
+
+
+def test_the_judge_rubric_decides_a_judged_episode(tau2_backend, qwen25, qwen25_dir, oracle_server_factory):
+    judge = ChatUserServer(reply=judge_answer).start()
+    try:
+        extra = {"tau_judge_base_url": judge.base_url, "tau_judge_model": "judge", "tau_review_judge_share": 1.0}
+        sample = play(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, None, **extra)
+        assert judge.requests.total == 1
+    finally:
+        judge.stop()
+    review = sample.metadata["tau_review"]
+    assert review["judged"] and review["judge_error"] is None and review["excluded"]
+    assert review["findings"][0]["check"] == "judge" and review["findings"][0]["message_index"] == 1
+    assert sample.metadata["failed_endpoint"] == "customer" and sample.status is Sample.Status.FAILED
+
+
+def test_a_failed_judge_is_counted_never_a_pass(tau2_backend, qwen25, qwen25_dir, oracle_server_factory):
+    judge = ChatUserServer(fail_first=100, fail_status=400).start()
+    try:
+        extra = {"tau_judge_base_url": judge.base_url, "tau_judge_model": "judge", "tau_review_judge_share": 1.0}
+        sample = play(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, None, **extra)
+    finally:
+        judge.stop()
+    review = sample.metadata["tau_review"]
+    assert not review["judged"] and "400" in review["judge_error"]
+    assert sample.status is Sample.Status.COMPLETED  # the checks found nothing; the judge's failure is counted

@@ -12,6 +12,7 @@ from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint, FailureGuardError
 from slime_tau_plugin.engine.review.checks import ReviewInput, run_checks
 from slime_tau_plugin.engine.review.facts import FactKind, Grounding, stated_facts
+from slime_tau_plugin.engine.review.judge import is_selected, parse_answer
 from slime_tau_plugin.engine.review.metrics import is_customer_error, review_metrics
 from slime_tau_plugin.engine.review.outcome import apply_verdict
 from slime_tau_plugin.engine.review.settings import ReviewSettings
@@ -192,3 +193,24 @@ def test_settings_read_from_the_config() -> None:
     settings = ReviewSettings.from_config(config)
     assert settings.checks == (ReviewCheck.SPEAKS_AS_AGENT,) and settings.keep_flagged
     assert settings.repeat_limit == 5  # the scripted customer's own fixed repeats are not a loop
+
+
+def test_the_judges_answer_is_read_with_taus_schema() -> None:
+    answer = (
+        'Here: ```json {"errors": [{"turn_idx": 3, "error_tags": ["hallucination", "made_up"], '
+        '"severity": "critical_hindered", "reasoning": "invented a zip"}], "summary": "s"} ```'
+    )
+    (finding,) = parse_answer(answer, [1, 3])
+    assert finding.check is ReviewCheck.JUDGE and finding.message_index == 3
+    assert finding.tags == (ReviewTag.HALLUCINATION, ReviewTag.OTHER) and finding.severity is Severity.CRITICAL_HINDERED
+    assert parse_answer('{"errors": [], "summary": "clean"}', [1]) == []
+    for bad in ("no json", '{"errors": [{"turn_idx": 2, "severity": "minor"}]}', '{"errors": [{"turn_idx": 1}]}'):
+        with pytest.raises(ValueError):
+            parse_answer(bad, [1, 3])
+
+
+def test_the_judged_share_is_a_stable_draw() -> None:
+    keys = [f"task:{i}" for i in range(2000)]
+    picked = [k for k in keys if is_selected(0.25, k)]
+    assert 400 < len(picked) < 600 and picked == [k for k in keys if is_selected(0.25, k)]
+    assert not any(is_selected(0.0, k) for k in keys) and all(is_selected(1.0, k) for k in keys)

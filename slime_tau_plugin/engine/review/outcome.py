@@ -17,8 +17,10 @@ from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.episode_start import prompt_messages
 from slime_tau_plugin.engine.errors import FailedEndpoint
 from slime_tau_plugin.engine.review.checks import ReviewInput, run_checks
+from slime_tau_plugin.engine.review.judge import JudgeReviewer, is_selected
 from slime_tau_plugin.engine.review.settings import ReviewSettings
 from slime_tau_plugin.engine.review.verdict import Finding, Verdict
+from slime_tau_plugin.engine.users import LLMUser
 
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.live_episode import LiveEpisode
@@ -42,16 +44,33 @@ def review_input(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSetting
     )
 
 
-def review_episode(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSettings) -> EpisodeResult:
-    """``result`` with the deterministic review's verdict (and its consequence) applied.
+async def review_episode(
+    ep: LiveEpisode,
+    result: EpisodeResult,
+    settings: ReviewSettings,
+    judge: JudgeReviewer | None = None,
+    key: str = "",
+) -> EpisodeResult:
+    """``result`` with the review's verdict (and its consequence) applied.
 
-    Pure CPU over one conversation (regular expressions over a few kilobytes: well under a millisecond per
-    episode, benchmarks/user_review.md), so it runs where the episode ends.
+    The checks are pure CPU over one conversation (well under a millisecond per episode,
+    benchmarks/user_review.md), so they run where the episode ends; the judge rubric, for the share of episodes
+    ``key`` selects, is one awaited request within the episode's deadline.
     """
     if not settings.enabled or result.trajectory is None or not result.termination.is_trainable:
         return result
-    findings = run_checks(review_input(ep, result, settings), settings.checks)
-    return apply_verdict(result, Verdict(tuple(findings), settings.checks, reward=float(result.reward)), settings)
+    review = review_input(ep, result, settings)
+    findings = run_checks(review, settings.checks)
+    judged, judge_error = False, None
+    if judge is not None and is_selected(settings.judge_share, key):
+        guidelines = str(ep.user.history[0].get("content") or "") if isinstance(ep.user, LLMUser) else ""
+        extra, judge_error = await judge.review(
+            guidelines, review.instructions, review.messages, review.first_index, ep.net.deadline
+        )
+        findings = sorted([*findings, *extra], key=lambda f: f.message_index)
+        judged = judge_error is None
+    verdict = Verdict(tuple(findings), settings.checks, judged, judge_error, reward=float(result.reward))
+    return apply_verdict(result, verdict, settings)
 
 
 def apply_verdict(result: EpisodeResult, verdict: Verdict, settings: ReviewSettings) -> EpisodeResult:
