@@ -3,7 +3,8 @@
 For each τ² domain and τ-bench v1 domain (their test splits, the built-in oracle policy):
 
 1. clean, ``tau_user=scripted`` (the stand-in that opens with its whole scenario);
-2. clean, ``tau_user=llm`` on ``slime-tau serve-user`` without faults (the same stand-in through the LLM user path);
+2. clean, ``tau_user=llm`` on ``slime-tau serve-user --max-replies 2`` without faults (the same stand-in through the
+   LLM user path, answering twice more before it stops);
 3. faulty: ``serve-user --faults`` with the wrong-customer kinds (``invented_id``, ``pasted_instructions``,
    ``as_agent``, ``loop``, ``early_stop``) at :data:`FAULTS`, seeded.
 
@@ -43,6 +44,8 @@ MARKERS = {
 }
 """A check -> whether one customer message carries the fault it is meant to catch."""
 REPEAT_LIMIT = 3
+MAX_REPLIES = 2
+"""serve-user's "go ahead" answers before it stops: turns after the opening where a fault can show."""
 
 
 def free_port() -> int:
@@ -62,7 +65,8 @@ def rollout(out: Path, benchmark: str, domain: str, *extra: str) -> list[dict[st
 
 def with_user_server(out: Path, benchmark: str, domain: str, faults: str | None) -> tuple[list[dict], dict]:
     port = free_port()
-    cmd = ["slime-tau", "serve-user", "--port", str(port)] + (["--faults", faults] if faults else [])
+    cmd = ["slime-tau", "serve-user", "--port", str(port), "--max-replies", str(MAX_REPLIES)]
+    cmd += ["--faults", faults] if faults else []
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
     base = f"http://127.0.0.1:{port}"
     try:

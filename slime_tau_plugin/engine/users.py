@@ -29,6 +29,7 @@ from slime_tau_plugin.engine.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.envs.base import STOP_MARKER, EnvSession, EnvToolCall, StepResult
 from slime_tau_plugin.engine.errors import ConfigError, ResumeError, UserSimulatorError
 from slime_tau_plugin.engine.replicas import ReplicaSet
+from slime_tau_plugin.engine.review.checks import GO_AHEAD
 
 MAX_USER_TOOL_ROUNDS = 10
 """User tool calls in a row before the LLM user must answer the agent in words."""
@@ -74,7 +75,8 @@ class ScriptedUser:
     and says what it showed: the only way an agent can tell apart tasks that differ on the phone alone.
     """
 
-    CONTINUE = "Yes, please go ahead and complete everything I asked for with the details I gave you."
+    CONTINUE = GO_AHEAD
+    """Its fixed answer; the review never counts repeats of it as a loop."""
 
     def __init__(self, session: EnvSession, blocking: Blocking, max_replies: int = 0) -> None:
         self.session = session

@@ -10,7 +10,7 @@ from slime_tau_plugin.adapters.slime.group_filter import FailureGuard, failure_e
 from slime_tau_plugin.engine.config import TauConfig
 from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint, FailureGuardError
-from slime_tau_plugin.engine.review.checks import ReviewInput, run_checks
+from slime_tau_plugin.engine.review.checks import GO_AHEAD, ReviewInput, run_checks
 from slime_tau_plugin.engine.review.facts import FactKind, Grounding, stated_facts
 from slime_tau_plugin.engine.review.judge import is_selected, parse_answer
 from slime_tau_plugin.engine.review.metrics import is_customer_error, review_metrics
@@ -189,10 +189,10 @@ def test_bad_review_keys_are_one_line_naming_the_key(values: dict, words: str) -
 
 
 def test_settings_read_from_the_config() -> None:
-    config = TauConfig(review_checks="speaks_as_agent", review_keep_flagged=True, scripted_user_replies=5)
+    config = TauConfig(review_checks="speaks_as_agent", review_keep_flagged=True, review_repeat_limit=5)
     settings = ReviewSettings.from_config(config)
     assert settings.checks == (ReviewCheck.SPEAKS_AS_AGENT,) and settings.keep_flagged
-    assert settings.repeat_limit == 5  # the scripted customer's own fixed repeats are not a loop
+    assert settings.repeat_limit == 5 and settings.critical_tags == tuple(ReviewTag)
 
 
 def test_the_judges_answer_is_read_with_taus_schema() -> None:
@@ -214,3 +214,8 @@ def test_the_judged_share_is_a_stable_draw() -> None:
     picked = [k for k in keys if is_selected(0.25, k)]
     assert 400 < len(picked) < 600 and picked == [k for k in keys if is_selected(0.25, k)]
     assert not any(is_selected(0.0, k) for k in keys) and all(is_selected(1.0, k) for k in keys)
+
+
+def test_the_stand_ins_go_ahead_answer_is_never_a_loop() -> None:
+    messages = conversation("Hi, order #W2378156.", *([GO_AHEAD] * 6))
+    assert run_checks(review(messages, reward=0.0)) == []

@@ -12,7 +12,8 @@ gets its severity (τ² defines it by the outcome, which a string check cannot s
 - *pasted instructions* after the opening (30+ words of the instructions verbatim) is ``minor``: it reveals what the
   customer is meant to say anyway; τ²'s judge rubric decides whether it made the task easy.
 
-The opening is never checked for pasted instructions: the stand-in customers (``tau_user=scripted`` and
+The stand-ins' fixed "go ahead" answer (:data:`GO_AHEAD`) is never a loop. The opening is never checked for pasted
+instructions: the stand-in customers (``tau_user=scripted`` and
 ``serve-user``) open with their whole scenario by design, and that opening is the instructions themselves.
 Imports only ``facts`` and ``verdict``.
 """
@@ -27,11 +28,14 @@ from typing import Any
 from slime_tau_plugin.engine.review.facts import Grounding, stated_facts
 from slime_tau_plugin.engine.review.verdict import Finding, ReviewCheck, ReviewTag, Severity
 
-__all__ = ["CHECKS", "DEFAULT_CHECKS", "PASTE_WORDS", "ReviewInput", "run_checks"]
+__all__ = ["CHECKS", "DEFAULT_CHECKS", "GO_AHEAD", "PASTE_WORDS", "ReviewInput", "run_checks"]
 
 PASTE_WORDS = 30
 """Consecutive words of the instructions that make a later customer message a paste."""
 PASS_REWARD = 1.0 - 1e-6
+GO_AHEAD = "Yes, please go ahead and complete everything I asked for with the details I gave you."
+"""The stand-in customers' fixed answer (``ScriptedUser.CONTINUE``, ``serve-user``'s): repeating it is what they are
+built to do, so it never counts as a loop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,9 @@ def repeated_messages(review: ReviewInput) -> list[Finding]:
     repeat past the limit."""
     run, last = 0, None
     for i, text in review.customer_turns():
+        if text == GO_AHEAD:
+            run, last = 0, None
+            continue
         key = " ".join(text.lower().split())
         run = run + 1 if key == last else 1
         last = key

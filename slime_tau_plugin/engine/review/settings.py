@@ -57,8 +57,8 @@ class ReviewSettings:
 
     @classmethod
     def from_config(cls, config: TauConfig) -> ReviewSettings:
-        """The config's review keys; the scripted customer's own fixed repeats never count as a loop."""
+        """The config's review keys."""
         checks = parse_names(config.review_checks, ReviewCheck, "tau_review_checks", tuple(CHECKS))
         tags = parse_names(config.review_critical_tags, ReviewTag, "tau_review_critical_tags")
-        repeat = max(config.review_repeat_limit, config.scripted_user_replies)
-        return cls(config.review, checks, tags, config.review_keep_flagged, repeat, config.review_judge_share)
+        keep, share = config.review_keep_flagged, config.review_judge_share
+        return cls(config.review, checks, tags, keep, config.review_repeat_limit, share)

@@ -25,13 +25,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from slime_tau_plugin.engine.review.checks import GO_AHEAD
 from slime_tau_plugin.tools.faults.spec import CHAT_KINDS, FaultInjector
 from slime_tau_plugin.tools.servers.customer_faults import customer_fault
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from slime_tau_plugin.tools.servers.fault_injection import chat_fault
 from slime_tau_plugin.tools.servers.http_base import JSONServer, Reply, RequestLog
 
-CONTINUE = "Yes, please go ahead with everything I asked for, using the details I gave you."
+CONTINUE = GO_AHEAD
+"""The scripted customer's "go ahead" answer, the same as ``tau_user=scripted``'s (the review knows it)."""
 _SCENARIO = (
     re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
     re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's

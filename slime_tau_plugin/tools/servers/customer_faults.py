@@ -23,6 +23,8 @@ INVENTED = "Also, for your records, my {kind} is {value}."
 AS_AGENT_LINE = "Agent: Thank you for contacting us! How can I help you today?"
 LOOP_LINE = "I still need help with my request, can you please do it?"
 EARLY_STOP_LINE = "Never mind, I have to go now. ###STOP###"
+STOP_MARK = "###"
+"""What τ's stop markers start with (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``)."""
 _OPENING_KINDS = (FaultKind.INVENTED_ID, FaultKind.AS_AGENT)
 _LATER_KINDS = (*_OPENING_KINDS, FaultKind.PASTED_INSTRUCTIONS, FaultKind.LOOP, FaultKind.EARLY_STOP)
 
@@ -32,8 +34,8 @@ def customer_fault(
 ) -> dict[str, Any]:
     """``message`` (the customer's next reply) with a drawn customer fault applied; tool calls pass unchanged."""
     content = message.get("content")
-    if not content or message.get("tool_calls"):
-        return message
+    if not content or message.get("tool_calls") or STOP_MARK in str(content):
+        return message  # a stop is never shown to the agent: a fault there would change nothing
     own = [str(m.get("content")) for m in messages if m.get("role") == "assistant" and m.get("content")]
     if own and own[-1] == LOOP_LINE:
         return {**message, "content": LOOP_LINE}  # stuck: no new draw
