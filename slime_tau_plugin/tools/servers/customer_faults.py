@@ -34,11 +34,13 @@ def customer_fault(
 ) -> dict[str, Any]:
     """``message`` (the customer's next reply) with a drawn customer fault applied; tool calls pass unchanged."""
     content = message.get("content")
-    if not content or message.get("tool_calls") or STOP_MARK in str(content):
-        return message  # a stop is never shown to the agent: a fault there would change nothing
+    if not content or message.get("tool_calls"):
+        return message
     own = [str(m.get("content")) for m in messages if m.get("role") == "assistant" and m.get("content")]
     if own and own[-1] == LOOP_LINE:
-        return {**message, "content": LOOP_LINE}  # stuck: no new draw
+        return {**message, "content": LOOP_LINE}  # stuck, even where it would have stopped: no new draw
+    if STOP_MARK in str(content):
+        return message  # a stop is never shown to the agent: a fault there would change nothing
     rule = faults.draw(_LATER_KINDS if own else _OPENING_KINDS)
     if rule is None:
         return message
