@@ -19,6 +19,7 @@ from slime_tau_plugin.engine.review.settings import ReviewSettings
 from slime_tau_plugin.engine.review.verdict import ReviewCheck, ReviewTag, Severity, Verdict
 from slime_tau_plugin.engine.task_ref import TaskRef
 from slime_tau_plugin.engine.trajectory import Trajectory
+from slime_tau_plugin.tools.cli.review_view import review_html, review_lines, review_summary_line
 
 INSTRUCTIONS = (
     "You received your order #W2378156 and wish to exchange the mechanical keyboard. "
@@ -219,3 +220,19 @@ def test_the_judged_share_is_a_stable_draw() -> None:
 def test_the_stand_ins_go_ahead_answer_is_never_a_loop() -> None:
     messages = conversation("Hi, order #W2378156.", *([GO_AHEAD] * 6))
     assert run_checks(review(messages, reward=0.0)) == []
+
+
+def test_show_and_the_summary_mark_the_flagged_customer_message() -> None:
+    messages = conversation("Order #W5555555 please.", agent_calls=CALL)
+    findings = run_checks(review(messages, reward=0.0))
+    meta = {"messages": list(messages), "tau_review": Verdict(tuple(findings), excluded=True).as_metadata()}
+    lines = review_lines(meta)
+    assert lines[0] == "customer review: critical_hindered, taken out of training (user_error)"
+    assert lines[1].startswith("  >> message 1 [invented_identifier; hallucination; critical_hindered]")
+    assert "Order #W5555555 please." in lines[2]
+    assert "<pre class='flagged'>Order #W5555555 please.</pre>" in review_html(meta)
+    assert review_lines({"tau_review": Verdict().as_metadata()}) == [] and review_html({}) == ""
+    summary = review_summary_line(
+        {"samples": 4, "review/flagged": 0.25, "review/excluded": 1.0, "review/tag/hallucination": 0.25}
+    )
+    assert summary is not None and "1 episodes flagged (hallucination), 1 taken out as user_error" in summary
