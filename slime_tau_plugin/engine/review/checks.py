@@ -71,12 +71,19 @@ def _structural(review: ReviewInput) -> Severity:
 
 
 def invented_identifiers(review: ReviewInput) -> list[Finding]:
-    """Facts the customer could not have known when it stated them."""
+    """Facts the customer could not have known when it stated them: what it sees is its instructions, its own tool
+    results and the conversation as τ² shows it to the customer (agent text without tool calls, its own words);
+    never the agent's system prompt or the agent's tool results."""
     known = Grounding([review.instructions, *review.tool_outputs])
     findings: list[Finding] = []
     for i, message in enumerate(review.messages):
         text = str(message.get("content") or "")
-        if i >= review.first_index and message.get("role") == "user":
+        role = message.get("role")
+        if role == "assistant":
+            known.add(_TOOL_CALL.sub(" ", text))
+        if role != "user":
+            continue
+        if i >= review.first_index:
             invented = [f for f in stated_facts(text) if not known.knows(f)]
             if invented:
                 used = [f for f in invented if _acted_on(review.messages, i, f.text)]
@@ -92,6 +99,9 @@ def invented_identifiers(review: ReviewInput) -> list[Finding]:
                 )
         known.add(text)
     return findings
+
+
+_TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.S)
 
 
 def _acted_on(messages: Sequence[dict[str, Any]], after: int, text: str) -> bool:
@@ -144,7 +154,9 @@ def repeated_messages(review: ReviewInput) -> list[Finding]:
 
 
 _SPECIAL = re.compile(r"<\|[a-z_]+\|>|</?s>|\[/?INST\]|<\|?(?:im_start|im_end|eot_id|endoftext)\|?>")
-_RUN = re.compile(r"(.{1,12}?)\1{7,}", re.S)
+_CHAR_RUN = re.compile(r"(\S)\1{19,}")
+STUCK_REPEATS = 8
+"""A word or a group of up to three words this many times in a row is a stuck generation."""
 
 
 def empty_or_garbled(review: ReviewInput) -> list[Finding]:
@@ -168,9 +180,21 @@ def _garbled(text: str) -> str | None:
         return f"chat-template text in the customer message: {special.group(0)!r}"
     if stripped.count("\ufffd") >= 3:
         return "undecodable characters in the customer message"
-    run = _RUN.search(stripped)
-    if run and len(run.group(0)) >= 40:
+    run = _CHAR_RUN.search(stripped)
+    if run:
         return f"a stuck repeat in the customer message: {run.group(0)[:40]!r}"
+    stuck = _stuck_words(stripped.split())
+    return f"a stuck repeat in the customer message: {stuck!r}" if stuck else None
+
+
+def _stuck_words(words: list[str]) -> str | None:
+    """The first 1-3 word group repeated :data:`STUCK_REPEATS` times in a row (linear in the words)."""
+    for size in (1, 2, 3):
+        run = 1
+        for k in range(size, len(words) - size + 1, size):
+            run = run + 1 if words[k : k + size] == words[k - size : k] else 1
+            if run >= STUCK_REPEATS:
+                return " ".join(words[k : k + size])[:40]
     return None
 
 

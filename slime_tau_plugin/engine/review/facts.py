@@ -91,30 +91,39 @@ def stated_facts(text: str) -> list[Fact]:
 
 
 class Grounding:
-    """What the customer may know so far; grows as the conversation goes on."""
+    """What the customer may know so far; grows as the conversation goes on.
+
+    Lazy: a text is normalised only when a fact is first asked about after it was added, so a conversation whose
+    customer states nothing checkable (most) costs nothing past the append.
+    """
 
     def __init__(self, sources: Iterable[str] = ()) -> None:
-        self._text = ""
-        self._digits = ""
+        self._pending: list[str] = list(sources)
+        self._texts: list[str] = []
+        self._digits: list[str] = []
         self._amounts: set[str] = set()
-        for source in sources:
-            self.add(source)
 
     def add(self, text: str) -> None:
-        low = text.lower().replace(",", "")
-        self._text += "\n" + " ".join(low.split())
-        self._digits += " " + re.sub(r"\D+", "", low)
-        self._amounts.update(_amount(m.group(0)) for m in _NUMBER.finditer(low))
+        self._pending.append(text)
+
+    def _absorb(self) -> None:
+        for text in self._pending:
+            low = text.lower().replace(",", "")
+            self._texts.append(" ".join(low.split()))
+            self._digits.append(re.sub(r"\D+", "", low))
+            self._amounts.update(_amount(m.group(0)) for m in _NUMBER.finditer(low))
+        self._pending.clear()
 
     def knows(self, fact: Fact) -> bool:
+        self._absorb()
         key = fact.key
         if fact.kind is FactKind.AMOUNT:
             return key in self._amounts
         if fact.kind is FactKind.PHONE:
-            return key in self._digits
+            return any(key in digits for digits in self._digits)
         if fact.kind is FactKind.ORDER_ID:
-            return key.lstrip("#") in self._text
-        return key in self._text
+            key = key.lstrip("#")
+        return any(key in text for text in self._texts)
 
 
 def _amount(text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from slime_tau_plugin.engine.blocking import run_cpu
 from slime_tau_plugin.engine.episode import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.episode_start import prompt_messages
 from slime_tau_plugin.engine.errors import FailedEndpoint
@@ -53,14 +54,14 @@ async def review_episode(
 ) -> EpisodeResult:
     """``result`` with the review's verdict (and its consequence) applied.
 
-    The checks are pure CPU over one conversation (well under a millisecond per episode,
-    benchmarks/user_review.md), so they run where the episode ends; the judge rubric, for the share of episodes
+    The checks are pure CPU over one conversation (about a millisecond per episode, benchmarks/user_review.md),
+    run off the event loop on the plugin's CPU pool; the judge rubric, for the share of episodes
     ``key`` selects, is one awaited request within the episode's deadline.
     """
     if not settings.enabled or result.trajectory is None or not result.termination.is_trainable:
         return result
     review = review_input(ep, result, settings)
-    findings = run_checks(review, settings.checks)
+    findings = await run_cpu(run_checks, review, settings.checks)  # off the event loop, like a continuation
     judged, judge_error = False, None
     if judge is not None and is_selected(settings.judge_share, key):
         guidelines = str(ep.user.history[0].get("content") or "") if isinstance(ep.user, LLMUser) else ""
