@@ -31,7 +31,7 @@ from slime_tau_plugin.engine.envs import BENCHMARKS, check_domain
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.limits import EpisodeLimits
 from slime_tau_plugin.engine.replicas import bad_url, split_urls
-from slime_tau_plugin.engine.review.settings import parse_names
+from slime_tau_plugin.engine.review.names import parse_names
 from slime_tau_plugin.engine.review.verdict import ReviewCheck, ReviewTag
 from slime_tau_plugin.engine.user_budget import TokenBudget
 

@@ -7,7 +7,7 @@ messages are reviewed here and a critical error takes the episode out of trainin
 - ``verdict.py``: τ²'s tags and severities, a finding, the verdict (``metadata["tau_review"]``).
 - ``facts.py``: the identifiers, amounts and names a customer states, and what grounds them.
 - ``checks.py``: the deterministic checks and how a finding gets its severity.
-- ``settings.py``: the ``tau_review_*`` keys as one value.
+- ``settings.py``: the ``tau_review_*`` keys as one value; ``names.py``: a comma list of checks or tags, checked.
 - ``judge.py``: τ²'s reviewer rubric through the judge endpoint, for a share of episodes.
 - ``outcome.py``: the engine's one call at an episode's end, and what a verdict does to the result.
 - ``metrics.py``: per-step counts by tag, severity, check and task.
