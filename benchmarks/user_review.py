@@ -70,11 +70,14 @@ def with_user_server(out: Path, benchmark: str, domain: str, faults: str | None)
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
+        deadline = time.monotonic() + 300  # a loaded box starts it slowly
+        while True:
             try:
                 urllib.request.urlopen(base + "/v1/models", timeout=1)
                 break
             except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    sys.exit(f"{' '.join(cmd)} did not come up")
                 time.sleep(0.2)
         user = ["--user", "llm", "--user-base-url", base + "/v1", "--user-model", "scripted-user"]
         user += ["--max-failed-share", "1"]  # customer errors are FAILED (user_error) on purpose here
