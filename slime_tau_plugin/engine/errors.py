@@ -65,6 +65,9 @@ class FailedEndpoint(str, enum.Enum):
     CONFIG = "config"
     WORKER = "worker"
     """The episode worker process or Ray actor that played it died, twice (``tau_episode_workers``)."""
+    CUSTOMER = "customer"
+    """The simulated customer answered, but the review found an error of it that changed the outcome
+    (``review/``): the endpoint works, what it plays does not."""
 
 
 class TauPluginError(Exception):

@@ -38,6 +38,7 @@ from slime_tau_plugin.engine.errors import ConfigError, MissingSettingError
 from slime_tau_plugin.engine.policy.client import PolicyClient, policy_client
 from slime_tau_plugin.engine.shared import BackendWrapper, shared_state
 from slime_tau_plugin.engine.users.chat_client import ChatClient
+from slime_tau_plugin.engine.users.review_judge import JudgeReviewer, review_judge
 from slime_tau_plugin.engine.users.simulators import user_client
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,8 @@ class EpisodeResources:
     policy: PolicyClient | None = None
     """The client for ``tau_policy_url`` (``tau_policy_api`` picks its class): slime's and the CLI's policy.
     None without a URL: verl injects its own per episode."""
+    review_judge: JudgeReviewer | None = None
+    """τ²'s user-review rubric on the judge endpoint (``tau_review_judge_share`` > 0); None otherwise."""
 
     @classmethod
     def build(cls, config: TauConfig, *, tokenizer: Any = None, backend: EnvBackend | None = None) -> EpisodeResources:
@@ -158,11 +161,13 @@ class EpisodeResources:
             env_options=EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint()),
             user_client=user_client(config),
             policy=policy,
+            review_judge=review_judge(config),
         )
 
     async def aclose(self) -> None:
         """Close the HTTP sessions opened on the running loop (a script's loop ends before the process)."""
-        for client in (self.policy, self.user_client):
+        judge = self.review_judge.client if self.review_judge is not None else None
+        for client in (self.policy, self.user_client, judge):
             close = getattr(client, "aclose", None)
             if close is not None:
                 await close()

@@ -148,6 +148,7 @@ ENGINE_FLOORS = (
     ("errors",),
     ("choices",),
     ("shared",),
+    ("review",),
     ("episode", "chat", "net"),
     ("envs", "metrics"),
     ("config",),

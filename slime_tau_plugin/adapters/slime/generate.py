@@ -184,6 +184,8 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
         meta["error"] = result.error
     if result.failed_endpoint is not None:
         meta["failed_endpoint"] = result.failed_endpoint.value  # the failure guard reads it (group_filter.py)
+    if result.review is not None:
+        meta["tau_review"] = result.review.as_metadata()  # the verdict: tags, severity, the message it points at
     if config.record_messages:
         meta["messages"] = list(result.messages)
         meta["tools"] = list(result.tools)

@@ -81,7 +81,7 @@ def guard_settings(args: Any) -> FailureGuardSettings:
     config = config_from_args(args)  # the one type and range check of every tau_* key
     share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
     window = config.failure_window_groups or getattr(args, "rollout_batch_size", None) or DEFAULT_WINDOW_GROUPS
-    return FailureGuardSettings(float(share), window)
+    return FailureGuardSettings(float(share), window, float(config.review_max_error_share))
 
 
 class _RunWindow:

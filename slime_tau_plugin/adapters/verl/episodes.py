@@ -141,7 +141,7 @@ def verl_guard_settings(config: TauConfig, groups_per_step: int | None) -> Failu
     ``tau_failure_window_groups`` groups (default: one step's prompts, ``data.train_batch_size``)."""
     share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
     window = config.failure_window_groups or groups_per_step or DEFAULT_WINDOW_GROUPS
-    return FailureGuardSettings(float(share), int(window))
+    return FailureGuardSettings(float(share), int(window), float(config.review_max_error_share))
 
 
 def observe_step(guard: FailureGuard, uids: Sequence[Any], views: Sequence[EpisodeView | None]) -> None:

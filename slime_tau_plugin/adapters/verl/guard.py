@@ -43,7 +43,7 @@ def batch_path_settings(config: TauConfig, trainer_config: Any) -> FailureGuardS
     n = int(trainer_config.actor_rollout_ref.rollout.get("n", 1) or 1)
     per_step = trainer_config.get("data", {}).get("train_batch_size")
     groups = verl_guard_settings(config, int(per_step) if per_step else None)
-    return FailureGuardSettings(groups.max_failed_share, groups.window_groups * n)
+    return FailureGuardSettings(groups.max_failed_share, groups.window_groups * n, groups.max_customer_error_share)
 
 
 def guard_batch_path(config: TauConfig, trainer_config: Any, extra_fields: Mapping[str, Any]) -> None:

@@ -212,6 +212,40 @@ class TauKeys(BaseModel):
         noun="a share",
         note="(1 = never stop)",
     )
+    review: bool = setting(
+        True,
+        "review every episode's simulated customer with the deterministic checks (docs/user_review.md); a critical "
+        "customer error takes the episode out of training as user_error",
+    )
+    review_checks: str | None = setting(
+        None,
+        "comma-separated deterministic checks to run: invented_identifier, speaks_as_agent, repeated_message, "
+        "empty_reply, pasted_instructions (default: all)",
+    )
+    review_critical_tags: str | None = setting(
+        None, "comma-separated τ² tags whose critical finding removes the episode (default: every tag)"
+    )
+    review_keep_flagged: bool = setting(
+        False, "record the review's verdict but train on every episode (an ablation: the customer's errors stay in)"
+    )
+    review_repeat_limit: int = setting(
+        3, "the same customer message more times in a row than this is a loop (repeated_message)", ge=1
+    )
+    review_judge_share: float = setting(
+        0.0,
+        "share of episodes τ²'s user-review rubric also judges, through tau_judge_base_url (0 = none)",
+        ge=0,
+        le=1,
+        noun="a share",
+    )
+    review_max_error_share: float = setting(
+        0.5,
+        "failure guard: stop the run, naming the customer, once more than this share of recent episodes had a "
+        "critical customer error (a wrong chat template or too small a model for the user) (1 = never stop)",
+        ge=0,
+        le=1,
+        noun="a share",
+    )
     failure_window_groups: int | None = setting(
         None, "the failure guard's window in groups (default: slime's rollout_batch_size)", ge=1
     )

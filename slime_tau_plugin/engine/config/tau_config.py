@@ -31,6 +31,8 @@ from slime_tau_plugin.engine.episode.limits import EpisodeLimits
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.net.replicas import bad_url, split_urls
 from slime_tau_plugin.engine.net.user_budget import UserTokenBudget
+from slime_tau_plugin.engine.review.names import parse_names
+from slime_tau_plugin.engine.review.verdict import ReviewCheck, ReviewTag
 
 __all__ = ["LLMEndpoint", "TauConfig", "coerce_field", "env_secret", "known_key"]
 
@@ -117,6 +119,15 @@ class TauConfig(TauKeys):
                 )
         return ",".join(urls)
 
+    @field_validator("review_checks", "review_critical_tags", mode="after")
+    @classmethod
+    def _review_names(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Each named check or τ² tag must exist (``review/settings.py``)."""
+        kind = ReviewCheck if info.field_name == "review_checks" else ReviewTag
+        allowed = tuple(c for c in ReviewCheck if c is not ReviewCheck.JUDGE) if kind is ReviewCheck else None
+        parse_names(value, kind, cf.key_namer(info.context)(info.field_name or ""), allowed)  # type: ignore[arg-type]
+        return value
+
     @model_validator(mode="after")
     def _combinations(self, info: ValidationInfo) -> TauConfig:
         """Settings that only work together (each value alone is already checked)."""
@@ -130,6 +141,11 @@ class TauConfig(TauKeys):
             )
         if bool(self.judge_base_url) != bool(self.judge_model):
             raise ConfigError(f"{key('judge_base_url')} and {key('judge_model')} must be set together (or neither)")
+        if self.review_judge_share > 0 and not self.judge_base_url:
+            raise ConfigError(
+                f"{key('review_judge_share')}={self.review_judge_share:g} needs a judge endpoint: set "
+                f"{key('judge_base_url')} and {key('judge_model')}, or {key('review_judge_share')}: 0"
+            )
         budget = self.user_token_budget_per_step is not None or self.user_token_budget_total is not None
         if budget and self.episode_workers:
             raise ConfigError(

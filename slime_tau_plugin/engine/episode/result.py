@@ -3,8 +3,8 @@
 Every front door (slime's ``generate``, the CLI, verl) and every env backend reads these types, never
 their string values: renaming a value cannot silently change how an episode is scored or labelled.
 This module imports nothing from the rest of the package except ``TaskRef``'s home (``task_ref``), the
-trajectory, the suspended-episode value (``episode_state``) and the error tree (``FailedEndpoint``), and
-nothing from slime, verl or τ.
+trajectory, the suspended-episode value (``episode_state``), the error tree (``FailedEndpoint``) and the
+review's ``Verdict``, and nothing from slime, verl or τ.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.episode.task_ref import TaskRef
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.errors import FailedEndpoint
+from slime_tau_plugin.engine.review.verdict import Verdict
 
 
 class SampleStatus(str, enum.Enum):
@@ -65,6 +66,8 @@ class TerminationReason(str, enum.Enum):
     scored, not trained on, dropped from group statistics, like ``deadline``."""
     ENV_ERROR = "env_error"
     USER_ERROR = "user_error"
+    """The user simulator failed, or (``failed_endpoint`` customer) the review found a customer error that changed
+    the outcome: FAILED, not trained on, not scored in pass^k."""
     POLICY_ERROR = "policy_error"
 
     @property
@@ -183,3 +186,5 @@ class EpisodeResult:
     and how often the episode was suspended and resumed (``live_episode.ResumeStats``)."""
     state: EpisodeState | None = None
     """An ABORTED episode's resumable state, when its caller asked to suspend (``run_episode(suspend=True)``)."""
+    review: Verdict | None = None
+    """What the review of the customer found (``review/``); None when the episode was not reviewed."""

@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from slime_tau_plugin.engine.choices import UserKind
+from slime_tau_plugin.engine.config.review_settings import ReviewSettings
 from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.episode.state import EpisodeState
@@ -33,6 +34,7 @@ from slime_tau_plugin.engine.errors import (
     failed_endpoint_of,
 )
 from slime_tau_plugin.engine.loop.live import EpisodeCalls, LiveEpisode
+from slime_tau_plugin.engine.loop.review import review_episode
 from slime_tau_plugin.engine.loop.start import open_fresh
 from slime_tau_plugin.engine.loop.start import resume as resume_episode
 from slime_tau_plugin.engine.loop.turns import AbortCheck, EpisodeRun, TurnLoop
@@ -60,6 +62,7 @@ class EpisodeEngine:
         self.limits = resources.config.limits
         self.backend = resources.backend
         self.calls = EpisodeCalls(self.config.env_timeout_s, self.config.env_workers)
+        self.review = ReviewSettings.from_config(self.config)
 
     async def run_episode(
         self,
@@ -131,7 +134,11 @@ class EpisodeEngine:
             return ep.result(TerminationReason.DEADLINE, env_info, error=str(exc))
         except EnvBackendError as exc:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
-        return ep.result(termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error)
+        result = ep.result(
+            termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error
+        )
+        judge = self.resources.review_judge  # a customer error that decided it: user_error (review/)
+        return await review_episode(ep, result, self.review, judge, key=f"{ep.task.task_id}:{run.rid_prefix}")
 
     async def _score(self, ep: LiveEpisode, termination: TerminationReason) -> Any:
         """τ's reward, through the judge's guards: an NL-assertion judge that fails every request is waited

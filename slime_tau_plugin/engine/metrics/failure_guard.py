@@ -55,13 +55,15 @@ ENDPOINTS: dict[str, str] = {
     "judge": "the NL-assertion judge (tau_judge_base_url)",
     "env": "the τ environment",
     "config": "the plugin configuration",
+    "customer": "the simulated customer's own errors, as the review found them (tau_user_model: a wrong chat "
+    "template for the user model, or too small a model)",
     "worker": "the episode workers (tau_episode_workers: their processes or Ray actors died or cannot start)",
     "deadline": "the episode deadline (tau_episode_timeout_s: episodes slower than it, often a slow server)",
     "user_token_budget": "the LLM user's token budget (tau_user_token_budget_per_step / _total is spent)",
     "other": "an unknown cause (removed without our metadata: another generate function or hook)",
 }
 """Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says.
-The first six are :class:`FailedEndpoint`'s values (``tests/unit/test_failed_endpoints.py`` checks every one)."""
+The first seven are :class:`FailedEndpoint`'s values (``tests/unit/test_failed_endpoints.py`` checks every one)."""
 _FAILED_ENDPOINTS = frozenset(e.value for e in FailedEndpoint)
 _BY_REASON = {
     TerminationReason.USER_ERROR.value: FailedEndpoint.USER,
@@ -81,6 +83,12 @@ class FailureGuardSettings:
     """Stop once more than this share of the window's episodes FAILED on one endpoint (1.0 = never stop)."""
     window_groups: int = DEFAULT_WINDOW_GROUPS
     """How many recent groups the share is taken over (default: slime's ``rollout_batch_size``, one step)."""
+    max_customer_error_share: float = 0.5
+    """The limit for episodes the review took out as customer errors (``tau_review_max_error_share``)."""
+
+    def limit(self, endpoint: str) -> float:
+        """The share of the window one endpoint may fail before the run stops."""
+        return self.max_customer_error_share if endpoint == "customer" else self.max_failed_share
 
 
 def describe(endpoint: str) -> str:
@@ -140,7 +148,7 @@ class FailureGuard:
         for _, counted in self._window:
             totals.update(counted)
         for endpoint, failed in totals.most_common():
-            if failed > self.settings.max_failed_share * capacity:
+            if failed > self.settings.limit(endpoint) * capacity:
                 raise self._error(endpoint, failed, capacity)
 
     def last_error(self, endpoint: str) -> str | None:
@@ -152,8 +160,12 @@ class FailureGuard:
         drawn = sum(size for size, _ in self._window)
         message = (
             f"slime_tau_plugin stopped the run: {failed} of the last {drawn} episodes ({groups} groups) FAILED on "
-            f"{describe(endpoint)}, more than tau_max_failed_share={self.settings.max_failed_share:g} of a "
+            f"{describe(endpoint)}, more than {_share_key(endpoint)}={self.settings.limit(endpoint):g} of a "
             f"{capacity}-episode window (tau_failure_window_groups={self.settings.window_groups}); fix or restart "
             f"that endpoint, then resume the run; last error: {self._last_error.get(endpoint)}"
         )
         return FailureGuardError(message, endpoint=endpoint, failed=failed, episodes=drawn)
+
+
+def _share_key(endpoint: str) -> str:
+    return "tau_review_max_error_share" if endpoint == "customer" else "tau_max_failed_share"

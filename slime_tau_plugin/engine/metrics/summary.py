@@ -23,6 +23,7 @@ from typing import Any
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
 from slime_tau_plugin.engine.metrics.noise import pass_k_intervals
+from slime_tau_plugin.engine.review.metrics import is_customer_error, review_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,7 @@ def domain_summary(group: Sequence[Any]) -> dict[str, float]:
     stats["tokens/response_mean"] = response / n
     stats["tokens/trainable_mean"] = trainable / n
     stats["tokens/trainable_fraction"] = trainable / response if response else 0.0
+    stats |= review_metrics(metas, [_task_of(s) for s in group])
     stats["nl_assertions_excluded_rate"] = sum("nl_assertions" in (m.get("reward_info") or {}) for m in metas) / n
     return stats
 
@@ -193,9 +195,13 @@ def left_out(sample: Any) -> bool:
 def pass_k_summary(group: Sequence[Any], where: str = "") -> dict[str, float]:
     """``pass^1..pass^n`` with their 95% intervals over the episodes that are evidence (not :func:`left_out`),
     ``tasks``, ``trials_per_task`` (the fewest) and ``left_out`` (how many were not counted); n = the fewest trials
-    any task has among those. Empty of pass^k when no episode is evidence (``left_out`` still says why)."""
+    any task has among those. Empty of pass^k when no episode is evidence (``left_out`` still says why). An episode
+    the customer review took out (``user_error``) is one of them, also counted as ``review/excluded_from_pass_k``."""
     counted = [s for s in group if not left_out(s)]
     out: dict[str, float] = {"left_out": float(len(group) - len(counted))}
+    customer = sum(is_customer_error(getattr(s, "metadata", None)) for s in group)
+    if customer:
+        out["review/excluded_from_pass_k"] = float(customer)
     if not counted:
         return out | {"tasks": 0.0, "trials_per_task": 0.0}
     wins, counts = per_task_outcomes(counted)

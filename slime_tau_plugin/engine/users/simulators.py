@@ -28,6 +28,7 @@ from slime_tau_plugin.engine.envs.base import STOP_MARKER, EnvSession, EnvToolCa
 from slime_tau_plugin.engine.errors import ConfigError, ResumeError, UserSimulatorError
 from slime_tau_plugin.engine.net.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.net.replicas import ReplicaSet
+from slime_tau_plugin.engine.review.checks import GO_AHEAD
 from slime_tau_plugin.engine.users.chat_client import ChatClient
 
 MAX_USER_TOOL_ROUNDS = 10
@@ -62,6 +63,9 @@ class UserSimulator(Protocol):
     def restore(self, state: dict[str, Any]) -> None:
         """Take back a :meth:`snapshot` (the simulator was just built for the same task)."""
 
+    def tool_outputs(self) -> tuple[str, ...]:
+        """What the customer's own tools showed it (the review grounds the facts it states on them)."""
+
 
 class ScriptedUser:
     """Deterministic user: instruction first, then user-side gold actions, then ``max_replies`` answers.
@@ -71,7 +75,8 @@ class ScriptedUser:
     and says what it showed: the only way an agent can tell apart tasks that differ on the phone alone.
     """
 
-    CONTINUE = "Yes, please go ahead and complete everything I asked for with the details I gave you."
+    CONTINUE = GO_AHEAD
+    """Its fixed answer; the review never counts repeats of it as a loop."""
 
     def __init__(self, session: EnvSession, blocking: Blocking, max_replies: int = 0) -> None:
         self.session = session
@@ -79,6 +84,7 @@ class ScriptedUser:
         self.max_replies = max_replies
         self._replies = 0
         self._pending = [a for a in session.script.gold_actions if a.requestor == "user"]
+        self._outputs: list[str] = []
 
     async def opening(self) -> UserTurn:
         return UserTurn(self.session.script.user_instructions)
@@ -96,7 +102,7 @@ class ScriptedUser:
         return UserTurn(STOP_MARKER, is_stop=True)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"replies": self._replies, "pending": len(self._pending)}
+        return {"replies": self._replies, "pending": len(self._pending), "tool_outputs": list(self._outputs)}
 
     def restore(self, state: dict[str, Any]) -> None:
         pending = int(state.get("pending", len(self._pending)))
@@ -104,9 +110,14 @@ class ScriptedUser:
             raise ResumeError(f"resume: the scripted user has {len(self._pending)} actions, not {pending}")
         self._pending = self._pending[len(self._pending) - pending :]
         self._replies = int(state.get("replies", 0))
+        self._outputs = [str(o) for o in state.get("tool_outputs", ())]
+
+    def tool_outputs(self) -> tuple[str, ...]:
+        return tuple(self._outputs)
 
     async def _run(self, name: str, arguments: dict[str, Any], call_id: str) -> UserTurn:
         result = await self.blocking(self.session.user_step, EnvToolCall(name, arguments, call_id))
+        self._outputs.append(str(result.content))
         text = f"I did {name} as you asked. Result: {result.content}"
         return UserTurn(text, tool_rounds=1, tool_errors=int(result.is_error))
 
@@ -157,6 +168,9 @@ class LLMUser:
             raise ResumeError("resume: the LLM user's stored history does not start with this task's prompt")
         self.history = list(history)
         self.seed = state.get("seed", self.seed)
+
+    def tool_outputs(self) -> tuple[str, ...]:
+        return tuple(str(m.get("content") or "") for m in self.history if m.get("role") == "tool")
 
     async def _speak(self) -> UserTurn:
         """Ask the LLM until it says something (running any user tools it calls on the way)."""

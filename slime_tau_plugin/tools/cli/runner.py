@@ -34,6 +34,7 @@ from slime_tau_plugin.engine.metrics.summary import (
 )
 from slime_tau_plugin.engine.net.loop_http import aclose_all
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
+from slime_tau_plugin.tools.cli.review_view import review_summary_line
 
 
 @dataclass
@@ -257,6 +258,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"  τ package: {', '.join(d['tau_package']) or 'unknown'}",
         ]
         lines += [f"  error in {count} samples: {in_cli_terms(e)}" for e, count in (d.get("errors") or {}).items()]
+        lines += [line for line in (review_summary_line(d),) if line]
         if d["nl_assertions_excluded_rate"]:
             excluded = round(d["nl_assertions_excluded_rate"] * d["samples"])
             lines.append(

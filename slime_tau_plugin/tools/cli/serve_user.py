@@ -36,8 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--faults",
         default=None,
-        help="inject faults, e.g. 'http_503:0.05,empty_reply:0.01' ([target.]kind[=param]:rate[@cap]; user "
-        "kinds apply; TAU_FAULTS_SEED seeds them; GET /faults counts them) (default: $TAU_FAULTS, else none)",
+        help="inject faults, e.g. 'http_503:0.05,empty_reply:0.01,invented_id:0.1' ([target.]kind[=param]:rate[@cap]; "
+        "user kinds apply, a wrong customer's too: invented_id, pasted_instructions, as_agent, loop, early_stop; "
+        "TAU_FAULTS_SEED seeds them; GET /faults counts them) (default: $TAU_FAULTS, else none)",
     )
 
 

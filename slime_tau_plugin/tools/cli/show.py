@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.cli.review_view import review_lines
 from slime_tau_plugin.tools.cli.rollout_dump import DumpFile, dump_files, is_dump_path, pick_dump, read_dump
 from slime_tau_plugin.tools.cli.run_files import (
     SamplesFile,
@@ -148,6 +149,7 @@ def render_text(s: ShownSample, decode: Decode | None, color: bool = False) -> s
     ]
     if meta.get("error"):
         lines.append(f"error: {meta['error']}")
+    lines += review_lines(meta)  # the flagged customer message, marked
     breakdown = (
         (meta.get("reward_info") or {}).get("reward_breakdown") if isinstance(meta.get("reward_info"), dict) else None
     )

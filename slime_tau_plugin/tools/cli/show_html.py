@@ -16,11 +16,13 @@ from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any
 
+from slime_tau_plugin.tools.cli.review_view import review_html
 from slime_tau_plugin.tools.cli.run_files import ShownSample, task_key
 
 Decode = Callable[[list[int]], str]
 LOW_LOGPROB = math.log(0.1)  # sampled with probability < 10%: underlined, worth a look
 SHOWN_ELSEWHERE = {"messages", "tools", "reward_info", "error", "termination_reason", "num_turns", "trial"}
+SHOWN_ELSEWHERE |= {"tau_review"}
 SHOWN_ELSEWHERE |= {"benchmark", "domain", "split", "task_id", "task_index"}
 
 STYLE = """
@@ -185,6 +187,7 @@ def render_html(sample: ShownSample, decode: Decode, source: str, total: int) ->
         [
             _header(sample, source, total),
             _error(meta),
+            review_html(meta),
             _reward(meta),
             _prompt(sample, decode),
             _other_metadata(meta),

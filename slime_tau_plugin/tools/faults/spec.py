@@ -79,6 +79,16 @@ class FaultKind(str, enum.Enum):
     """An env ``step`` sleeps ``param`` seconds (default: ``tau_env_timeout_s`` + 1), past its timeout."""
     REWARD_RAISE = "reward_raise"
     """The episode's reward call raises."""
+    INVENTED_ID = "invented_id"
+    """The customer states an identifier its instructions never gave (an order id, email, zip code or user id)."""
+    PASTED_INSTRUCTIONS = "pasted_instructions"
+    """After its opening, the customer pastes its whole scenario into a reply."""
+    AS_AGENT = "as_agent"
+    """The customer writes the agent's part ("Agent: ... How can I help you today?") before its own."""
+    LOOP = "loop"
+    """The customer gets stuck: from that reply on it sends the same message every turn."""
+    EARLY_STOP = "early_stop"
+    """The customer ends the conversation at once, whatever the agent was doing."""
 
 
 TRANSPORT_KINDS = frozenset(
@@ -101,12 +111,16 @@ MODEL_KINDS = frozenset(
 """Faults in what the policy server generates (``servers/fault_injection.py``)."""
 CHAT_KINDS = frozenset({FaultKind.EMPTY_REPLY, FaultKind.TOOL_CALLS_ONLY})
 """Faults in what the user or judge server answers."""
+CUSTOMER_KINDS = frozenset(
+    {FaultKind.INVENTED_ID, FaultKind.PASTED_INSTRUCTIONS, FaultKind.AS_AGENT, FaultKind.LOOP, FaultKind.EARLY_STOP}
+)
+"""A customer that answers well-formed and wrong (``servers/customer_faults.py``): what the review must catch."""
 ENV_KINDS = frozenset({FaultKind.ENV_RAISE, FaultKind.ENV_HANG, FaultKind.REWARD_RAISE})
 """Faults of the τ environment (``faults/env.py``)."""
 
 APPLIES_TO: dict[str, frozenset[FaultKind]] = {
     "policy": TRANSPORT_KINDS | MODEL_KINDS,
-    "user": TRANSPORT_KINDS | CHAT_KINDS,
+    "user": TRANSPORT_KINDS | CHAT_KINDS | CUSTOMER_KINDS,
     "judge": TRANSPORT_KINDS | CHAT_KINDS,
     "env": ENV_KINDS,
 }

@@ -12,7 +12,8 @@
 Latency and failures can be injected (``latency_s``, ``fail_first``, ``fail_status``, ``empty``) to test
 timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faults/spec.py``, target ``user`` or
 ``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
-(``http_base.py``), an empty answer or one with only a tool call (here). ``GET /faults`` counts them.
+(``http_base.py``), an empty answer or one with only a tool call (here), and a customer that answers
+well-formed and wrong (``customer_faults.py``: what the review must catch). ``GET /faults`` counts them.
 """
 
 from __future__ import annotations
@@ -24,17 +25,27 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from slime_tau_plugin.engine.review.checks import GO_AHEAD
 from slime_tau_plugin.tools.faults.spec import CHAT_KINDS, FaultInjector
+from slime_tau_plugin.tools.servers.customer_faults import customer_fault
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from slime_tau_plugin.tools.servers.fault_injection import chat_fault
 from slime_tau_plugin.tools.servers.http_base import JSONServer, Reply, RequestLog
 
-CONTINUE = "Yes, please go ahead with everything I asked for, using the details I gave you."
+CONTINUE = GO_AHEAD
+"""The scripted customer's "go ahead" answer, the same as ``tau_user=scripted``'s (the review knows it)."""
 _SCENARIO = (
     re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
     re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's
 )
 _REQUEST = re.compile(re.escape(ASK_USER) + r"\s+(\w+)\s+(\{.*\})", re.DOTALL)
+
+
+def scenario_of(messages: list[dict[str, Any]]) -> str:
+    """The task scenario in τ's user system prompt (τ²'s ``<scenario>``, v1's ``Instruction:``), or ""."""
+    system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+    found = next((m for m in (p.search(system) for p in _SCENARIO) if m), None)
+    return found.group(1) if found else ""
 
 
 def scripted_user_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_replies: int) -> dict:
@@ -44,9 +55,7 @@ def scripted_user_reply(messages: list[dict[str, Any]], tools: list[dict[str, An
     if last.get("role") == "tool":
         return {"role": "assistant", "content": f"Done. My phone shows: {str(last.get('content'))[:300]}"}
     if own_turns == 0:
-        system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
-        found = next((m for m in (p.search(system) for p in _SCENARIO) if m), None)
-        return {"role": "assistant", "content": found.group(1) if found else "Hi, I need help with my account."}
+        return {"role": "assistant", "content": scenario_of(messages) or "Hi, I need help with my account."}
     request = _REQUEST.search(str(last.get("content") or ""))
     if request and tools:
         call = {"name": request.group(1), "arguments": request.group(2)}
@@ -125,6 +134,7 @@ class ChatUserServer(JSONServer):
             message = self.reply(messages, body.get("tools"))
         if self.faults is not None:
             message = chat_fault(self.faults.draw(CHAT_KINDS), message)
+            message = customer_fault(self.faults, messages, message, scenario_of(messages))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         choice = {"index": 0, "message": message, "finish_reason": finish}
         words = sum(len(str(m.get("content") or "").split()) for m in messages)

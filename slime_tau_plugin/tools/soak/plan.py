@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.tools.faults.spec import APPLIES_TO, FaultKind, FaultSpec
+from slime_tau_plugin.tools.faults.spec import APPLIES_TO, CUSTOMER_KINDS, FaultKind, FaultSpec
 
 SOAK_TARGETS = ("policy", "user", "env")
 """Who injects faults in a soak (the retail reward asks no judge)."""
@@ -74,14 +74,15 @@ class SoakSettings:
 
 
 def default_kinds(request_timeout_s: float) -> tuple[str, ...]:
-    """Every kind a soak target can inject; ``slow`` answers a little after the clients' timeout."""
+    """Every kind a soak target can inject; ``slow`` answers a little after the clients' timeout. A wrong customer
+    (``CUSTOMER_KINDS``) is not a fault of the transport: benchmarks/user_review.py measures those."""
     kinds = []
     for kind in FaultKind:
         if kind is FaultKind.HTTP_5XX:
             kinds += ["http_500", "http_503"]
         elif kind is FaultKind.SLOW:
             kinds.append(f"slow={request_timeout_s + 2:g}")
-        elif any(kind in APPLIES_TO[target] for target in SOAK_TARGETS):
+        elif kind not in CUSTOMER_KINDS and any(kind in APPLIES_TO[target] for target in SOAK_TARGETS):
             kinds.append(kind.value)
     return tuple(kinds)
 

@@ -1,0 +1,21 @@
+"""The customer's review: is the simulated user the reason an episode passed or failed (issue 33)?
+
+τ²'s authors found user-simulator errors decide up to 30% of failed retail trajectories. In GRPO an episode the
+customer hindered pushes a good policy down, and one it helped rewards nothing, so each finished episode's customer
+messages are reviewed and a critical error takes the episode out of training (``user_error``), like a failure.
+
+This sub-package holds the review's values and pure checks, low enough that the episode's result, the config and
+the users can name them:
+
+- ``verdict.py``: τ²'s tags and severities, a finding, the verdict (``metadata["tau_review"]``).
+- ``facts.py``: the identifiers, amounts and names a customer states, and what grounds them.
+- ``checks.py``: the deterministic checks and how a finding gets its severity.
+- ``names.py``: a comma list of checks or tags, checked.
+- ``metrics.py``: per-step counts by tag, severity, check and task.
+
+What runs the review lives with its kind: ``config/review_settings.py`` (the ``tau_review_*`` keys as one value),
+``users/review_judge.py`` (τ²'s reviewer rubric through the judge endpoint, for a share of episodes) and
+``loop/review.py`` (the loop's one call at an episode's end, and what a verdict does to the result).
+
+May import: ``errors`` only (no trainer, no network, no τ).
+"""
