@@ -32,13 +32,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from slime_tau_plugin.adapters.verl.guard import guard_batch_path
-from slime_tau_plugin.adapters.verl.launch import refuse_recipes
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
+from slime_tau_plugin.adapters.verl.recipes import refuse_recipes
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
 from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key
 from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
@@ -309,3 +310,24 @@ def _stop_ids(tokenizer: Any, sampling_params: Mapping[str, Any]) -> set[int]:
     eos = getattr(tokenizer, "eos_token_id", None)
     ids.update([eos] if isinstance(eos, int) else list(eos or ()))
     return ids
+
+
+def trainer_tau_config(trainer_config: Any) -> TauConfig:
+    """The ``TauConfig`` the agent loops of this trainer config build (its agent-loop YAML's ``tau_agent`` entry,
+    the ``tau`` section, verl's limits): what the trainer process reads (``trainer.py``).
+
+    Raises:
+        ConfigError: no ``tau_agent`` entry in ``agent_loop_config_path``, or a bad setting.
+    """
+    from omegaconf import OmegaConf
+
+    from slime_tau_plugin.adapters.verl.agent_loop import verl_tau_config
+
+    path = trainer_config.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
+    if not path or not Path(path).is_file():
+        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
+    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
+    if not entries:
+        raise ConfigError(f"{path}: no entry named {AGENT_NAME}")
+    items = OmegaConf.to_container(entries[0], resolve=True).items()
+    return verl_tau_config(trainer_config, {k: v for k, v in items if str(k).startswith("tau_")})

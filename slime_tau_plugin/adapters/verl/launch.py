@@ -1,7 +1,7 @@
-"""What ``scripts/run_verl_qwen3_4B_tau2.sh`` checks before it starts anything, and the trainer's view of our settings.
+"""What ``scripts/run_verl_qwen3_4B_tau2.sh`` checks before it starts anything (``check_launch``).
 
-Runs in the launching shell's Python (``check_launch``) and in verl's trainer process (``trainer_tau_config``);
-imports verl inside its functions only, like the rest of the package outside ``agent_loop.py``.
+Runs in the launching shell's Python; imports verl inside its functions only, like the rest of the package outside
+``agent_loop.py``. It stands above the loop, the trainer modes and the registration it checks (nothing imports it).
 """
 
 from __future__ import annotations
@@ -10,34 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from slime_tau_plugin.adapters.verl.recipes import refuse_recipes
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, check_row_sets
 from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
-from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import ConfigError
-
-RECIPES = {
-    "async_training": "verl's fully-async recipe (verl.experimental.fully_async_policy)",
-    "rollout": "verl's one-step-off recipe (verl.experimental.one_step_off_policy)",
-}
-"""Top-level keys only a recipe's trainer config has, and the recipe each marks."""
-
-
-def refuse_recipes(trainer_config: Any) -> None:
-    """Refuse verl's fully-async and one-step-off recipes in one line.
-
-    They run their own trainers, not V1's registry: τ's failure guard and step metrics (``trainer.py``) would not
-    run, and their rollout loops are not tested with this loop on CPU. ``tau_grpo`` and the loop itself would work.
-
-    Raises:
-        ConfigError: the config is a recipe's, naming the recipe and the supported trainers.
-    """
-    for key, recipe in RECIPES.items():
-        if trainer_config.get(key) is not None:
-            raise ConfigError(
-                f"{recipe} (config key {key}) is not supported by slime_tau_plugin: its failure guard and τ metrics "
-                "run in verl's V1 trainer; use trainer.use_v1=true trainer.v1.trainer_mode=tau_sync "
-                "(or tau_colocate_async)"
-            )
 
 
 def check_launch(overrides: Sequence[str], *, train_sets: str = "", eval_sets: str = "") -> str:
@@ -60,7 +36,7 @@ def check_launch(overrides: Sequence[str], *, train_sets: str = "", eval_sets: s
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     from slime_tau_plugin.adapters.verl import register  # noqa: F401  (tau_grpo and the tau_* trainer modes)
-    from slime_tau_plugin.adapters.verl.agent_loop import TauAgentLoop
+    from slime_tau_plugin.adapters.verl.agent_loop import TauAgentLoop, trainer_tau_config
 
     try:
         with initialize_config_dir(
@@ -128,27 +104,6 @@ def check_trainer(cfg: Any) -> None:
                 f"trainer.v1.trainer_mode={mode} runs no τ failure guard or τ metrics; use tau_{mode} "
                 f"(one of {', '.join(TRAINER_MODES)}: verl's trainer of that name with them)"
             )
-
-
-def trainer_tau_config(trainer_config: Any) -> TauConfig:
-    """The ``TauConfig`` the agent loops of this trainer config build (its agent-loop YAML's ``tau_agent`` entry,
-    the ``tau`` section, verl's limits): what the trainer process reads (``trainer.py``).
-
-    Raises:
-        ConfigError: no ``tau_agent`` entry in ``agent_loop_config_path``, or a bad setting.
-    """
-    from omegaconf import OmegaConf
-
-    from slime_tau_plugin.adapters.verl.agent_loop import verl_tau_config
-
-    path = trainer_config.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
-    if not path or not Path(path).is_file():
-        raise ConfigError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path!r} is not a file")
-    entries = [e for e in OmegaConf.load(path) if e.get("name") == AGENT_NAME]
-    if not entries:
-        raise ConfigError(f"{path}: no entry named {AGENT_NAME}")
-    items = OmegaConf.to_container(entries[0], resolve=True).items()
-    return verl_tau_config(trainer_config, {k: v for k, v in items if str(k).startswith("tau_")})
 
 
 def _listed(value: Any) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 import transfer_queue as tq
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 
+from slime_tau_plugin.adapters.verl.agent_loop import trainer_tau_config
 from slime_tau_plugin.adapters.verl.episodes import (
     episode_view,
     observe_step,
@@ -32,7 +33,6 @@ from slime_tau_plugin.adapters.verl.episodes import (
     validation_pass_k,
     verl_guard_settings,
 )
-from slime_tau_plugin.adapters.verl.launch import trainer_tau_config
 from slime_tau_plugin.engine.metrics.failure_guard import FailureGuard, FailureGuardError
 
 logger = logging.getLogger(__name__)

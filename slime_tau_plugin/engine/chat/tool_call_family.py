@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slime_tau_plugin.engine.chat.tool_calls import import_sglang_parsers
+from slime_tau_plugin.engine.chat.sglang_import import import_sglang_parsers
 
 COMMON_FIRST = ("qwen25", "llama3", "mistral", "deepseekv3", "glm45", "kimi_k2", "gpt-oss", "qwen3_coder")
 """Tried first, so an alias (``qwen``, ``hermes``) never hides the name a user knows."""

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from slime_tau_plugin.engine.chat.tool_calls import import_sglang_parsers
+from slime_tau_plugin.engine.chat.sglang_import import import_sglang_parsers
 from slime_tau_plugin.engine.errors import ConfigError
 
 NAME, ARGUMENTS = "NAME", "ARGUMENTS"
