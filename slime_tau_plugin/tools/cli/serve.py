@@ -122,8 +122,8 @@ def check_port_free(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as exc:
             raise ConfigError(
-                f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); stop what uses that "
-                "port or pass another --port"
+                f"--host {host} --port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); choose "
+                "another --port/--host or stop what is listening there"
             ) from None
 
 
