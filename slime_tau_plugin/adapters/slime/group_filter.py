@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from slime_tau_plugin.engine.metrics.failure_guard import (  # the guard itself 
     FailureGuard,
     FailureGuardError,
     FailureGuardSettings,
+    GuardWindow,
     describe,
     failure_endpoint,
 )
@@ -84,19 +84,8 @@ def guard_settings(args: Any) -> FailureGuardSettings:
     return FailureGuardSettings(float(share), window, float(config.review_max_error_share))
 
 
-class _RunWindow:
-    """The process's one failure window: slime calls ``keep_group`` as a plain function every group, so the window
-    over a run's groups lives in the shared state; new guard settings start a new window."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.guard: FailureGuard | None = None
-
-    def guard_for(self, settings: FailureGuardSettings) -> FailureGuard:
-        with self.lock:
-            if self.guard is None or self.guard.settings != settings:
-                self.guard = FailureGuard(settings)
-            return self.guard
+class _RunWindow(GuardWindow):
+    """slime's window: ``keep_group`` is called as a plain function every group."""
 
 
 def _run_window() -> _RunWindow:
@@ -105,9 +94,7 @@ def _run_window() -> _RunWindow:
 
 def reset_guard() -> None:
     """Forget the failure window (a new run in the same process, or a test)."""
-    window = _run_window()
-    with window.lock:
-        window.guard = None
+    _run_window().reset()
 
 
 def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:

@@ -2,7 +2,7 @@
 
 The batch trainer awaits every agent loop of a step (``AgentLoopWorker.generate_sequences``): an exception from
 ``TauAgentLoop.run`` fails the step's ``ray.get`` and stops the run. So each agent-loop worker process keeps the
-slime guard's window (``engine/failure_guard.FailureGuard``: the same thresholds and stop line) over the
+slime guard's window (``engine/metrics/failure_guard.FailureGuard``: the same thresholds and stop line) over the
 episodes it played, one per observation: the window holds ``tau_failure_window_groups`` x ``rollout.n``
 episodes (default: one step's, ``data.train_batch_size`` x ``rollout.n``, spread over the workers). V1's trainer
 settles failed sessions without stopping, so there the guard runs in the trainer (``trainer.py``) over whole
@@ -12,30 +12,23 @@ groups instead. Imports no verl.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from slime_tau_plugin.adapters.verl.episodes import episode_view, verl_guard_settings
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuard, FailureGuardError, FailureGuardSettings
+from slime_tau_plugin.engine.metrics.failure_guard import (
+    FailureGuardError,
+    FailureGuardSettings,
+    GuardWindow,
+)
 from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 
 
-class _WorkerWindow:
-    """The process's one window (agent loops are built per row; the window outlives them)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.guard: FailureGuard | None = None
-
-    def guard_for(self, settings: FailureGuardSettings) -> FailureGuard:
-        with self.lock:
-            if self.guard is None or self.guard.settings != settings:
-                self.guard = FailureGuard(settings)
-            return self.guard
+class _WorkerWindow(GuardWindow):
+    """verl's window in an agent-loop worker (agent loops are built per row; the window outlives them)."""
 
 
 def batch_path_settings(config: TauConfig, trainer_config: Any) -> FailureGuardSettings:
@@ -66,6 +59,4 @@ def guard_batch_path(config: TauConfig, trainer_config: Any, extra_fields: Mappi
 
 def reset_batch_path_guard() -> None:
     """Forget this process's window (a new run in the same process, or a test)."""
-    window = shared_state().part(_WorkerWindow)
-    with window.lock:
-        window.guard = None
+    shared_state().part(_WorkerWindow).reset()

@@ -9,6 +9,7 @@ trainer). Both hand it sample-like values: ``status`` (an enum whose ``name`` is
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ __all__ = [
     "FailureGuard",
     "FailureGuardError",
     "FailureGuardSettings",
+    "GuardWindow",
     "describe",
     "failure_endpoint",
     "is_failed",
@@ -165,6 +167,28 @@ class FailureGuard:
             f"that endpoint, then resume the run; last error: {self._last_error.get(endpoint)}"
         )
         return FailureGuardError(message, endpoint=endpoint, failed=failed, episodes=drawn)
+
+
+class GuardWindow:
+    """A process's one failure window over a run: a trainer's hook is called as a plain function per group (slime)
+    or its loops are built per row (verl), so the window outlives them in the shared state; new settings start a new
+    window. Each trainer subclasses it, so ``shared_state().part(...)`` keeps one window per trainer."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.guard: FailureGuard | None = None
+
+    def guard_for(self, settings: FailureGuardSettings) -> FailureGuard:
+        """The window's guard, new when the settings changed."""
+        with self.lock:
+            if self.guard is None or self.guard.settings != settings:
+                self.guard = FailureGuard(settings)
+            return self.guard
+
+    def reset(self) -> None:
+        """Forget the window (a new run in the same process, or a test)."""
+        with self.lock:
+            self.guard = None
 
 
 def _share_key(endpoint: str) -> str:
