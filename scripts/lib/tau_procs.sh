@@ -59,10 +59,13 @@ tau_die_with_log() {
     exit 1
 }
 
-# The watchdog's check: every process tau_start_process started must still run.
+# The watchdog's check: every process tau_start_process started must still run. Usage: tau_check_procs [WHEN] [SKIP]
+# SKIP: the index of a process restarted in place (the user simulator): its death is the next probe's to handle,
+# however it falls between that probe and this check.
 tau_check_procs() {
     local i
     for i in "${!TAU_PROC_PIDS[@]}"; do
+        [[ -n ${2:-} && $i == "$2" ]] && continue
         tau_alive "${TAU_PROC_PIDS[$i]}" ||
             tau_die_with_log "${TAU_PROC_NAMES[$i]}" "${TAU_PROC_PIDS[$i]}" "${TAU_PROC_LOGS[$i]}" "${1:-while the run was going}"
     done
@@ -73,7 +76,7 @@ tau_watch() {
     local main=$1 status=0 last_prune=$SECONDS
     while tau_alive "$main"; do
         tau_probe_user_sim "$main" # a dead or hung user simulator is restarted in place (tau_user_sim.sh)
-        tau_check_procs
+        tau_check_procs "" "${TAU_USER_SIM_INDEX:-}"
         if ((SECONDS - last_prune >= 60)); then
             tau_maintain
             last_prune=$SECONDS
