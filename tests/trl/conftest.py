@@ -21,10 +21,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 @pytest.fixture(scope="session")
 def oracle_url(qwen25) -> Iterator[str]:
-    """Our SGLang-protocol server playing the oracle for τ² retail train."""
+    """Our SGLang-protocol server playing the oracle for τ² retail train and airline test (the parity sets)."""
     from slime_tau_plugin.tools.servers import build_sglang_server
+    from tests.parity import PARITY_SETS
 
-    server = build_sglang_server("oracle", qwen25, task_sets=[("tau2", "retail", "train")])
+    server = build_sglang_server("oracle", qwen25, task_sets=list(PARITY_SETS))
     server.start()
     yield server.url
     server.stop()
