@@ -2,7 +2,9 @@
 
 Read from the source with ``ast`` (every ``import``, at module level or inside a function, plus dotted paths to our
 own modules written as strings for lazy loading): a lower layer naming a higher one fails here with the file and the
-name, before a slime or verl process ever loads a tool module by accident.
+name, before a slime or verl process ever loads a tool module by accident. The same reading checks "one engine":
+every trainer's adapter plays episodes only through the one failure boundary and imports only the engine, and
+``import slime_tau_plugin`` loads no trainer library.
 """
 
 from __future__ import annotations
@@ -197,3 +199,109 @@ def test_engine_sub_packages_import_only_floors_below_them():
                     f"{path.relative_to(PACKAGE.parent)} imports {target} ({unit} may not import {target_unit})"
                 )
     assert wrong == []
+
+
+# One engine, every trainer: each adapter under adapters/ (slime, verl, trl, and any package added there) plays its
+# episodes through the one failure boundary (``engine/loop/boundary.play_episode``, or ``workers/play.play_request``
+# and the worker pools that run it), never a runner below it, and never re-decides what an episode's failure becomes.
+EPISODE_DOORS = {
+    f"{NAME}.engine.loop.boundary.play_episode",
+    f"{NAME}.engine.workers.play.play_request",
+    f"{NAME}.engine.workers.registry.pool_for",  # a pool's workers call play_request
+}
+BELOW_THE_BOUNDARY = {"run_episode", "EpisodeEngine", "TurnLoop", "open_fresh", "failed_result", "LiveEpisode"}
+"""What only the boundary may call: the episode runner, its turn loop, and the FAILED result it builds."""
+RAISED_THROUGH = {"ConfigError", "MissingSettingError"}
+"""The engine's errors a front door may catch: a setting the run must refuse (every other one is an episode's)."""
+TRAINERS_ONLY_WHERE_USED = ("trl", "verl", "nemo_gym", "torch", "ray")
+
+
+def _trainer_packages() -> dict[str, list[Path]]:
+    adapters = PACKAGE / "adapters"
+    return {p.name: sorted(p.rglob("*.py")) for p in sorted(adapters.iterdir()) if (p / "__init__.py").is_file()}
+
+
+def _identifiers(node: ast.AST) -> set[str]:
+    """Every name and attribute ``node`` mentions (``a.b.c`` -> a, b, c), imported names included."""
+    found: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            found.add(sub.attr)
+        elif isinstance(sub, ast.alias):
+            found |= {sub.asname or "", *sub.name.split(".")}
+    return found
+
+
+def _episode_errors() -> set[str]:
+    from slime_tau_plugin.engine import errors
+
+    base = errors.TauPluginError
+    return {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, base)} - RAISED_THROUGH
+
+
+def test_every_trainer_adapter_plays_episodes_only_through_the_one_boundary():
+    packages = _trainer_packages()
+    assert {"slime", "verl", "trl"} <= set(packages)
+    episode_errors, wrong = _episode_errors(), []
+    for trainer, paths in packages.items():
+        named: set[str] = set()
+        for path in paths:
+            where = path.relative_to(PACKAGE.parent)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            named |= _imports(path)
+            for bad in sorted(_identifiers(tree) & BELOW_THE_BOUNDARY):
+                wrong.append(f"{where} names {bad}: episodes go through play_episode / play_request")
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                    for bad in sorted(_identifiers(node.type) & episode_errors):
+                        wrong.append(f"{where} catches {bad}: the boundary already made it a FAILED episode")
+                if isinstance(node, ast.Try) and node.handlers and _calls_a_door(node.body):
+                    wrong.append(f"{where}:{node.lineno} wraps an episode door in try/except (a second boundary)")
+        if not named & EPISODE_DOORS:
+            wrong.append(f"adapters/{trainer} reaches no episode door ({', '.join(sorted(EPISODE_DOORS))})")
+    assert wrong == []
+
+
+def _calls_a_door(body: list[ast.stmt]) -> bool:
+    doors = {name.rsplit(".", 1)[1] for name in EPISODE_DOORS}
+    calls = (n for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Call))
+    return any(_identifiers(call.func) & doors for call in calls)
+
+
+def test_adapters_import_only_the_engine_and_their_own_package():
+    modules, wrong = _sources(), []
+    for trainer, paths in _trainer_packages().items():
+        own = f"{NAME}.adapters.{trainer}"
+        for path in paths:
+            for name in sorted(_imports(path)):
+                target = _existing(name, modules) or name
+                if not (target.startswith(f"{NAME}.engine") or target == own or target.startswith(f"{own}.")):
+                    wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {target}")
+    assert wrong == []
+
+
+def test_import_slime_tau_plugin_loads_no_trainer_at_module_level():
+    """What ``import slime_tau_plugin`` (and slime's ``generate`` path) loads, read from the source: no trainer
+    library and no torch at module level, whichever of them this venv has installed."""
+    modules = _sources()
+    seen, todo, heavy = set(), [NAME, f"{NAME}.generate"], []
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = modules[module]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nodes = [*tree.body, *(c for n in tree.body if isinstance(n, ast.If) for c in n.body)]
+        for node in nodes:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            heavy += [f"{module}: {n}" for n in names if n.split(".")[0] in TRAINERS_ONLY_WHERE_USED]
+        todo += [t for n in _imports(path, module_level_only=True) if (t := _existing(n, modules))]
+        parent = module.rsplit(".", 1)[0]
+        if parent != module and parent in modules:
+            todo.append(parent)  # importing a submodule runs its package's __init__
+    assert len(seen) > 20 and heavy == []

@@ -6,6 +6,9 @@ oracle server. What is compared is verl's batch (left-padded prompts, right-padd
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tests.parity import EXPECTED_STATUS, PARITY_CASES, PARITY_SETS, ParityRecord, assert_same, slime_record
@@ -57,3 +60,11 @@ def test_verl_trains_on_slimes_episode(tmp_path, tau2_backend, qwen25, qwen25_di
     slime = slime_record(parity_server.url, qwen25_dir, case)
     assert slime.status == EXPECTED_STATUS[case.name] and sum(slime.loss_mask) > 0
     assert_same(slime, ours, "verl", case)
+
+
+def test_import_slime_tau_plugin_does_not_import_verl():
+    """Read at run time where verl, Ray and torch are installed (``test_layers`` reads it from the source)."""
+    code = "import sys, slime_tau_plugin, slime_tau_plugin.generate; print([m for m in ('verl', 'ray', 'torch')"
+    code += " if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

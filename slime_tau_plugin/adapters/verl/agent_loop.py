@@ -3,10 +3,10 @@
 verl (0.9.1, ``actor_rollout_ref.rollout.mode=async``) builds one loop per dataset row from the entry in
 ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` (``configs/verl/tau_agent_loop.yaml``) and awaits
 ``run(sampling_params, **row)``. The row's ``extra_info`` names the task (``verl_data.verl_rows``); the loop
-plays it with the episode engine (``engine.run_episode``) on the process's resources for its config and
-verl's tokenizer (``EpisodeResources.for_config``), injecting a ``VerlPolicy`` (``policy.py``)
-over verl's server manager per sample, and returns verl's ``AgentLoopOutput``. Only this module knows
-verl; ``import slime_tau_plugin`` never imports it.
+plays it through the engine's one failure boundary (``engine.loop.boundary.play_episode``) on the
+process's resources for its config and verl's tokenizer (``EpisodeResources.for_config``), injecting a
+``VerlPolicy`` (``policy.py``) over verl's server manager per sample, and returns verl's
+``AgentLoopOutput``. Only this module knows verl; ``import slime_tau_plugin`` never imports it.
 
 Settings, lowest precedence first: ``TauConfig`` defaults; the ``tau_*`` keys of the agent-loop YAML entry
 (the keys of slime's ``--custom-config-path`` YAML, which verl passes to the constructor); the trainer
