@@ -32,6 +32,8 @@ class ParityCase:
     name: str
     task: TaskRef
     seed: int = 1234
+    """The sampling seed slime's and verl's legs send; TRL derives each copy's own from ``GRPOConfig.seed``. The
+    oracle server samples nothing, so the records agree whatever the seed (a seed-sensitive server would need one)."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     """``tau_<name>: value``: slime's ``args.tau_<name>``, verl's ``+tau.<name>``, TRL's ``TauRollout(tau_<name>=)``."""
 
