@@ -50,9 +50,16 @@ PARITY_CASES = (
     ParityCase("retail-short", TaskRef("tau2", "retail", "train", "57")),
     ParityCase("airline-tools", TaskRef("tau2", "airline", "test", "2")),
     ParityCase("retail-max-turns", TaskRef("tau2", "retail", "train", "0"), settings={"tau_max_turns": 2}),
+    ParityCase("failed-no-such-task", TaskRef("tau2", "retail", "train", "no-such-task")),
 )
-"""A short completed episode, a τ² domain with several tool calls, an episode cut by a limit (``max_turns``)."""
-EXPECTED_STATUS = {"retail-short": "completed", "airline-tools": "completed", "retail-max-turns": "truncated"}
+"""A short completed episode, a τ² domain with several tool calls, an episode cut by a limit (``max_turns``), and a
+FAILED one (a task τ does not have): no trainer trains on it (reward None, loss mask all 0)."""
+EXPECTED_STATUS = {
+    "retail-short": "completed",
+    "airline-tools": "completed",
+    "retail-max-turns": "truncated",
+    "failed-no-such-task": "failed",
+}
 
 
 @dataclass(frozen=True, slots=True)

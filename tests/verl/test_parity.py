@@ -33,7 +33,9 @@ def verl_records(batch, outputs) -> list[ParityRecord]:
         prompt = [x for x, a in zip(t["prompts"][i].tolist(), attention[:prompt_width], strict=True) if a]
         n = sum(attention[prompt_width:])
         status = out.extra_fields["status"]
-        trains = status not in ("failed", "aborted")  # verl's stand-in for slime's remove_sample: all-0 mask, 0.0
+        trains = status not in ("failed", "aborted")
+        if not trains:  # verl's stand-in for slime's remove_sample (tau_grpo keeps the row out of its group)
+            assert t["response_mask"][i].sum().item() == 0 and t["rm_scores"][i].sum().item() == 0.0
         records.append(
             ParityRecord.of(
                 prompt,
@@ -48,17 +50,17 @@ def verl_records(batch, outputs) -> list[ParityRecord]:
 
 
 @pytest.mark.parametrize("case", PARITY_CASES, ids=lambda c: c.name)
-def test_verl_trains_on_slimes_episode(tmp_path, tau2_backend, qwen25, qwen25_dir, parity_server, case):
+def test_verl_trains_on_slimes_episode(tmp_path, qwen25, qwen25_dir, parity_server, case):
     overrides = [f"+tau.{k.removeprefix('tau_')}={v}" for k, v in case.settings.items()]
     config = verl_config(*overrides)
     manager = HTTPServerManager(parity_server.url)
-    ref = next(r for r in tau2_backend.task_refs(case.task.domain, case.task.split) if r == case.task)
-    rows = dataset_rows(tmp_path, config, qwen25, [ref])
+    rows = dataset_rows(tmp_path, config, qwen25, [case.task])
     outputs = run_rows(lambda: make_loop(config, manager, qwen25), rows, {**SAMPLING, "sampling_seed": case.seed})
     ours = verl_records(verl_batch(config, qwen25, outputs, rows), outputs)[0]
 
     slime = slime_record(parity_server.url, qwen25_dir, case)
-    assert slime.status == EXPECTED_STATUS[case.name] and sum(slime.loss_mask) > 0
+    assert slime.status == EXPECTED_STATUS[case.name]
+    assert (sum(slime.loss_mask) > 0) == (slime.reward is not None), "an episode trains exactly when it is scored"
     assert_same(slime, ours, "verl", case)
 
 
