@@ -26,7 +26,7 @@ from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RunRecord", "heldout_metrics", "record_path", "record_step", "run_record"]
+__all__ = ["RunRecord", "forget_records", "heldout_metrics", "record_path", "record_step", "run_record"]
 
 PREFIX = "rollout/tau/"
 
@@ -48,6 +48,14 @@ class _Records:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.by_path: dict[Path, RunRecord] = {}
+
+
+def forget_records() -> None:
+    """Drop this process's records (a new run in the same process, or a test of a restart): the next use reads
+    the file again, as a restarted process does."""
+    records = shared_state().part(_Records)
+    with records.lock:
+        records.by_path.clear()
 
 
 def record_path(args: Any) -> Path | None:
