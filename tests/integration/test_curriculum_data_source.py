@@ -169,6 +169,8 @@ def test_bad_settings_are_refused_naming_the_key(tmp_path):
         DataSource(_args(tmp_path, tau_curriculum_floor=0))
     with pytest.raises(ConfigError, match="tau_curriculum_window"):
         DataSource(_args(tmp_path, tau_curriculum_window=1))
+    with pytest.raises(ConfigError, match="--rollout-all-samples-process-path slime_tau_plugin"):
+        DataSource(_args(tmp_path, rollout_all_samples_process_path=None))
     with pytest.raises(ConfigError, match="needs a run folder"):
         DataSource(_args(tmp_path, save=None))
     with pytest.raises(AttributeError):

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["CurriculumMixin", "curriculum_data_source"]
 
 CLASS_NAME = "TauCurriculumDataSource"
+ALL_SAMPLES_HOOK = "slime_tau_plugin.adapters.slime.all_samples.process_all_samples"
 
 
 class CurriculumMixin:
@@ -41,6 +42,7 @@ class CurriculumMixin:
     def __init__(self, args: Any) -> None:
         super().__init__(args)  # type: ignore[call-arg]  # slime's RolloutDataSource(args)
         config = config_from_args(args)
+        _check_record_hook(args)
         run = run_record(args)
         if run is None:
             raise ConfigError(
@@ -79,6 +81,27 @@ class CurriculumMixin:
                 if draws.keep(stats, _group_index(group, looks)):
                     kept.append(group)
         return kept
+
+
+def _check_record_hook(args: Any) -> None:
+    """The record is fed by our all-samples hook: without it every task would stay at full weight forever.
+
+    Raises:
+        ConfigError: slime's ``--rollout-all-samples-process-path`` is unset.
+    """
+    hook = getattr(args, "rollout_all_samples_process_path", ALL_SAMPLES_HOOK)
+    if hook is None:
+        raise ConfigError(
+            f"{CLASS_NAME} reads the per-task record that the all-samples hook writes; add "
+            f"--rollout-all-samples-process-path {ALL_SAMPLES_HOOK}"
+        )
+    if hook != ALL_SAMPLES_HOOK:
+        logger.warning(
+            "tau curriculum: --rollout-all-samples-process-path is %s; the per-task record is written only if it "
+            "calls %s",
+            hook,
+            ALL_SAMPLES_HOOK,
+        )
 
 
 def curriculum_data_source(with_buffer: type, base: type) -> type:
