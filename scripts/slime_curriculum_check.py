@@ -17,7 +17,7 @@ taken less often than full-weight ones, the resumed record holds every count of 
 counted twice, and the eval logged ``train_pass_rate`` beside ``pass^1``.
 
 Run (the venv and slime checkout of scripts/slime_loop_check.py), from the repository root:
-    PYTHONPATH=$PWD:/work/slime-scratch /work/slime-venv/bin/python scripts/slime_curriculum_check.py
+    PYTHONPATH=$PWD:../slime-scratch ../slime-venv/bin/python scripts/slime_curriculum_check.py [--steps 10]
 """
 
 from __future__ import annotations
