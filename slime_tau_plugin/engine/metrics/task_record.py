@@ -22,6 +22,7 @@ Wire format (version 1)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -184,17 +185,22 @@ class TaskRecord:
 
     @classmethod
     def load(cls, path: Path) -> TaskRecord:
-        """The record at ``path``; an empty one when there is none. A file that does not read as a record is moved
-        aside (``.bad``) with a warning: the run goes on with a fresh record rather than stopping."""
+        """The record at ``path``; an empty one when there is none or it cannot be read. A file that does not read
+        as a record is moved aside (``.bad``) with a warning: the run goes on with a fresh record rather than
+        stopping."""
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
+            return cls()
+        except OSError as exc:  # unreadable storage: the run goes on with a fresh record, as with a bad file
+            logger.warning("tau task record %s cannot be read (%s); starting fresh", path, exc)
             return cls()
         try:
             return cls.from_json(json.loads(text))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             bad = path.with_suffix(path.suffix + ".bad")
-            os.replace(path, bad)
+            with contextlib.suppress(OSError):  # read-only storage: the next save fails and says so
+                os.replace(path, bad)
             logger.warning(
                 "tau task record %s does not read as a record (%s); moved to %s, starting fresh", path, exc, bad
             )
