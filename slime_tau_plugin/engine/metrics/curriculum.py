@@ -5,7 +5,7 @@ failed has weight ``floor``; any other task, and one with fewer attempts than th
 asks :meth:`CurriculumDraws.keep` for each group it draws: a group of weight w is kept with probability w, else it
 is skipped and the next one drawn, so a saturated task comes up about ``floor`` times as often as before and
 comes back at full weight as soon as one outcome in its window differs. The draw for a group is a pure function
-of the seed and the group's index, so a restarted run draws the same way. Trainer-free; the slime data source is
+of the seed, the group's index and its task's weight, so it is reproducible. Trainer-free; the slime data source is
 ``adapters/slime/curriculum.py``.
 """
 
