@@ -62,6 +62,7 @@ def phase(ns: argparse.Namespace) -> int:
     ns.extra_flags = (
         f"--data-source-path {DATA_SOURCE} --rollout-all-samples-process-path {ALL_SAMPLES} "
         f"--custom-eval-rollout-log-function-path {EVAL_LOG} --rollout-seed 7"
+        + (" --partial-rollout" if ns.partial else "")
     )
     args = loop.build_args(ns, ns.tok, ns.url, Path(ns.train), Path(ns.eval_yaml), Path(ns.tau_yaml))
     args.save, args.load = ns.save, ns.save if ns.resume else None
@@ -130,6 +131,7 @@ def main() -> int:
     p.add_argument("--floor", type=float, default=0.25, help="tau_curriculum_floor")
     p.add_argument("--wrong-share", type=float, default=0.3, help="episodes the user opens wrongly (reward 0)")
     p.add_argument("--latency-ms", type=int, default=20)
+    p.add_argument("--partial", action="store_true", help="slime's --partial-rollout: aborted groups come back first")
     # phase-only (set by main for the child processes)
     for flag in ("--url", "--tok", "--train", "--eval-yaml", "--tau-yaml", "--save"):
         p.add_argument(flag, default=None, help=argparse.SUPPRESS)
@@ -167,6 +169,7 @@ def main() -> int:
             base += ["--eval-yaml", str(eval_yaml), "--tau-yaml", str(tau_yaml), "--save", str(tmp / "save")]
             base += [f"--{k.replace('_', '-')}={getattr(ns, k)}" for k in ("n_train_groups", "extra_groups")]
             base += [f"--n-samples-per-prompt={ns.n_samples_per_prompt}", f"--tasks={ns.tasks}"]
+            base += ["--partial"] if ns.partial else []
             first = run_phase(base, 0, ns.steps - 1)
             record_1 = json.loads((tmp / "save" / "tau_task_record.json").read_text())
             second = run_phase(base, ns.steps - 2, ns.steps + 1, "--resume", "--eval-at-end")
