@@ -248,6 +248,10 @@ tau_build_commands() {
         --custom-reward-post-process-path "$REWARD_POST_PROCESS"
         --rollout-all-samples-process-path "$ALL_SAMPLES_PROCESS")
     ((DEBUG_ROLLOUT_EVERY == 0)) || custom+=(--save-debug-rollout-data "$RUN_DIR/debug_rollout/{rollout_id}.pt")
+    if [[ $CURRICULUM == 1 ]]; then
+        custom+=(--data-source-path slime_tau_plugin.adapters.slime.curriculum.TauCurriculumDataSource)
+        tau_log "curriculum: on (tasks saturated over tau_curriculum_window episodes drawn less; record in SAVE)"
+    fi
     local -a wandb=()
     # the key itself stays in the environment (Ray workers inherit it; wandb reads WANDB_API_KEY)
     [[ -z ${WANDB_API_KEY:-} ]] || wandb=(--use-wandb --wandb-project "$WANDB_PROJECT" --wandb-group "$WANDB_GROUP")

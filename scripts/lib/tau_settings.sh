@@ -87,6 +87,10 @@ tau_defaults() {
     : "${EVAL_INTERVAL:=10}" "${N_SAMPLES_PER_EVAL_PROMPT:=4}"
     # slime's --save-debug-rollout-data: 0 off; N: dumps under $RUN_DIR/debug_rollout, pruned to every N-th rollout
     : "${DEBUG_ROLLOUT_EVERY:=0}"
+    # the curriculum (0: off): 1 draws tasks that were always solved or never solved over their last
+    # tau_curriculum_window episodes less (weight tau_curriculum_floor), through slime's --data-source-path; the
+    # per-task record (SAVE/tau_task_record.json, read back on a resume) is kept either way (docs/slime-training.md)
+    : "${CURRICULUM:=0}"
     # Ray and logging; NUM_NODES > 1: MASTER_ADDR is this (head) node's address that the other nodes reach
     : "${RAY_ADDRESS:=}" "${MASTER_ADDR:=127.0.0.1}" "${RAY_PORT:=6379}" "${RAY_WORKERS_TIMEOUT_S:=1800}"
     : "${RAY_DASHBOARD_HOST:=0.0.0.0}" "${RAY_DASHBOARD_PORT:=8265}"
@@ -168,6 +172,9 @@ tau_check_layout() {
     [[ $DEBUG_ROLLOUT_EVERY =~ ^[0-9]+$ && $KEEP_CHECKPOINTS =~ ^[0-9]+$ ]] ||
         tau_die "DEBUG_ROLLOUT_EVERY=$DEBUG_ROLLOUT_EVERY and KEEP_CHECKPOINTS=$KEEP_CHECKPOINTS must be whole numbers (0: off / keep all)"
     [[ $MASK_OFFPOLICY == 0 || $MASK_OFFPOLICY == 1 ]] || tau_die "MASK_OFFPOLICY=$MASK_OFFPOLICY; expected 1 or 0"
+    [[ $CURRICULUM == 0 || $CURRICULUM == 1 ]] || tau_die "CURRICULUM=$CURRICULUM; expected 0 (off) or 1"
+    [[ $CURRICULUM == 0 || $ROLLOUT_MODE != fully_async ]] ||
+        tau_die "CURRICULUM=1 needs the per-task record, which slime's fully-async rollout never feeds (it calls no all-samples hook): use ROLLOUT_MODE=partial or default"
     [[ $USE_FAULT_TOLERANCE == auto || $USE_FAULT_TOLERANCE == 0 || $USE_FAULT_TOLERANCE == 1 ]] ||
         tau_die "USE_FAULT_TOLERANCE=$USE_FAULT_TOLERANCE; expected auto, 1 or 0"
     [[ $KL_LOSS_COEF =~ ^[0-9]*\.?[0-9]+$ ]] || tau_die "KL_LOSS_COEF=$KL_LOSS_COEF; expected a number >= 0 (0: no KL loss, no reference model)"

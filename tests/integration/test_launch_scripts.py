@@ -828,9 +828,9 @@ FULLY_ASYNC = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
         ("partial", {}, "train.py", ["--partial-rollout", "--mask-offpolicy-in-partial-rollout", "--colocate"], []),
         (
             "partial",
-            {"MASK_OFFPOLICY": "0"},
+            {"MASK_OFFPOLICY": "0", "CURRICULUM": "1"},
             "train.py",
-            ["--partial-rollout"],
+            ["--partial-rollout", "--data-source-path"],
             ["--mask-offpolicy-in-partial-rollout"],
         ),
         (
@@ -851,6 +851,13 @@ def test_rollout_mode_switches_slimes_flags_and_entry_point(tmp_path, mode, env,
     flags = train_flags(result.stdout)
     assert all(flag in flags for flag in wanted), [f for f in wanted if f not in flags]
     assert not any(flag in flags for flag in absent), [f for f in absent if f in flags]
+    if "--data-source-path" in flags:  # CURRICULUM=1: slime's own data-source hook; the record's writer stays on
+        assert flags["--data-source-path"] == ["slime_tau_plugin.adapters.slime.curriculum.TauCurriculumDataSource"]
+        assert flags["--rollout-all-samples-process-path"] == [
+            "slime_tau_plugin.adapters.slime.all_samples.process_all_samples"
+        ]
+    else:
+        assert "--data-source-path" not in flags  # off by default: slime's own data source
     if mode == "fully_async":  # slime's eval would default to the fully-async function, which refuses evaluation
         assert flags["--rollout-function-path"] == [FULLY_ASYNC]
         assert flags["--eval-function-path"] == ["slime.rollout.sglang_rollout.generate_rollout"]
@@ -865,6 +872,11 @@ def test_rollout_mode_switches_slimes_flags_and_entry_point(tmp_path, mode, env,
         ({"ROLLOUT_MODE": "sync"}, "ROLLOUT_MODE=sync is unknown; expected default, partial or fully_async"),
         ({"ROLLOUT_MODE": "fully_async", "COLOCATE": "1"}, "refuses --colocate: set COLOCATE=0"),
         ({"ROLLOUT_MODE": "partial", "MASK_OFFPOLICY": "yes"}, "MASK_OFFPOLICY=yes; expected 1 or 0"),
+        ({"CURRICULUM": "yes"}, "CURRICULUM=yes; expected 0 (off) or 1"),
+        (
+            {"CURRICULUM": "1", "ROLLOUT_MODE": "fully_async", "COLOCATE": "0"},
+            "CURRICULUM=1 needs the per-task record, which slime's fully-async rollout never feeds",
+        ),
     ],
 )
 def test_a_rollout_mode_the_scripts_cannot_serve_is_refused_by_the_dry_run(tmp_path, env, message):

@@ -7,7 +7,9 @@ rollout log hook (``metrics.log_rollout``, keys ``rollout/tau/...``) sees only t
 out all-pass, all-fail and all-FAILED groups. This hook logs the same per-domain numbers
 (:func:`metrics.episode_metrics`) over all of them under ``rollout/tau_all/<benchmark>/<domain>/...``, plus
 ``failed/<endpoint>`` (the share of episodes that FAILED on each endpoint) and ``rollout/tau_all/groups/*``
-(drawn, kept, dropped by reason, as ``group_filter.keep_group`` marked them). Imports no slime at import time.
+(drawn, kept, dropped by reason, as ``group_filter.keep_group`` marked them). It also feeds the run's per-task
+record (``task_record.py``; ``rollout/tau/record/*``, ``rollout/tau/curriculum/*``). Imports no slime at import
+time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.adapters.slime.metrics import emit, episode_metrics
+from slime_tau_plugin.adapters.slime.task_record import record_step
 from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
@@ -56,11 +59,15 @@ def all_samples_metrics(groups: Sequence[Sequence[Any]], default_domain: str = "
 
 
 def process_all_samples(args: Any, all_groups: list[list[Any]], data_source: Any = None) -> None:
-    """slime's ``--rollout-all-samples-process-path`` hook: log :func:`all_samples_metrics` for this step."""
+    """slime's ``--rollout-all-samples-process-path`` hook: log :func:`all_samples_metrics` for this step, and
+    count the step in the run's per-task record (``task_record.record_step``: the curriculum's input)."""
     groups = [group if isinstance(group, list) else [group] for group in all_groups]
     benchmark = getattr(args, "tau_benchmark", None) or "tau2"
-    metrics = all_samples_metrics(groups, f"{benchmark}/{getattr(args, 'tau_domain', None) or 'retail'}")
-    emit(args, _rollout_id(args), metrics, "rollout/step")
+    default_domain = f"{benchmark}/{getattr(args, 'tau_domain', None) or 'retail'}"
+    metrics = all_samples_metrics(groups, default_domain)
+    rollout_id = _rollout_id(args)
+    metrics |= record_step(args, groups, rollout_id, default_domain)
+    emit(args, rollout_id, metrics, "rollout/step")
 
 
 def _verdict(group: Sequence[Any]) -> str | None:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.partial import abort_tally, resume_metrics
+from slime_tau_plugin.adapters.slime.task_record import heldout_metrics
 from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
 from slime_tau_plugin.engine.metrics.summary import domain_summary, pass_k_summary
 from slime_tau_plugin.engine.net.user_budget import user_token_ledger
@@ -127,8 +128,9 @@ def eval_clock() -> EvalClock:
 def log_eval(rollout_id: int, args: Any, data: dict[str, dict[str, Any]], extra_metrics: Any) -> bool:
     """slime's ``--custom-eval-rollout-log-function-path`` hook (``data = {dataset: {"samples": [...], ...}}``).
 
-    Per dataset and domain, pass^k over the episodes that are evidence and ``left_out`` beside it; and
-    ``eval/tau/wall_s``, the eval's wall time (from its first episode to this log).
+    Per dataset and domain, pass^k over the episodes that are evidence and ``left_out`` beside it, and the
+    held-out check beside ``pass^1`` (``train_pass_rate``, ``train_minus_eval``: ``task_record.heldout_metrics``);
+    and ``eval/tau/wall_s``, the eval's wall time (from its first episode to this log).
     """
     metrics: dict[str, float] = {}
     for name, result in data.items():
@@ -136,6 +138,7 @@ def log_eval(rollout_id: int, args: Any, data: dict[str, dict[str, Any]], extra_
         metrics |= episode_metrics(
             samples, f"{EVAL_PREFIX}{name}/", with_pass_k=True, default_domain=_default_domain(args)
         )
+    metrics |= heldout_metrics(args, rollout_id, metrics, EVAL_PREFIX)
     wall = eval_clock().take()
     if metrics and wall is not None:
         metrics[f"{EVAL_PREFIX}wall_s"] = wall

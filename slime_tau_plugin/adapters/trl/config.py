@@ -22,8 +22,17 @@ from slime_tau_plugin.engine.errors import ConfigError
 TRL_VERSION = "1.16.0"
 """The TRL release this adapter is tested with: ``rollout_func`` is experimental in TRL and may change."""
 
-SLIME_ONLY = ("max_failed_share", "failure_window_groups", "routing_key_header")
-"""TauConfig fields read only by slime's hooks or router; under TRL they would do nothing, so they are refused."""
+SLIME_ONLY = (
+    "max_failed_share",
+    "failure_window_groups",
+    "routing_key_header",
+    "task_record_dir",
+    "curriculum_window",
+    "curriculum_floor",
+    "train_window_steps",
+)
+"""TauConfig fields read only by slime's hooks, router or data source (the per-task record and its curriculum);
+under TRL they would do nothing, so they are refused."""
 
 
 def check_trl_version(version: str | None = None) -> str:

@@ -256,6 +256,33 @@ class TauKeys(BaseModel):
         "default: keep them, as slime's --mask-offpolicy-in-partial-rollout decides)",
         ge=0,
     )
+    task_record_dir: str | None = setting(
+        None,
+        "slime: the folder of the run's per-task record (tau_task_record.json: attempts, passes, last step per "
+        "task; rewritten atomically each step, read back on a restart); default slime's --save (the checkpoint "
+        "folder, so a --load resume reads it back), none without it",
+    )
+    curriculum_window: int = setting(
+        16,
+        "slime curriculum (--data-source-path slime_tau_plugin.adapters.slime.curriculum.TauCurriculumDataSource): "
+        "a task whose last this-many evidence episodes all passed or all failed is drawn less",
+        ge=2,
+        le=64,
+    )
+    curriculum_floor: float = setting(
+        0.25,
+        "slime curriculum: the draw weight of such a task (1 = drawn as often as any other)",
+        gt=0,
+        le=1,
+        noun="a weight",
+    )
+    train_window_steps: int = setting(
+        10,
+        "slime: each eval logs the training pass rate of the last this-many steps (from the per-task record) beside "
+        "the eval pass rate, so overfitting shows",
+        ge=1,
+        le=500,
+    )
     reward_shaping: float = setting(
         0.0,
         "weight w of τ's partial score in the training reward: τ's reward + w * partial_score (0 when absent); "
