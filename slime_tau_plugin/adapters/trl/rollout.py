@@ -86,13 +86,14 @@ class TauRollout:
         name = getattr(trainer.processing_class, "name_or_path", None)
         config = trl_tau_config(trainer.args, self.settings, str(name) if name else None)
         step = int(trainer.state.global_step)
+        batch = uuid.uuid4().hex  # names this call's groups: row i is a copy in group i // num_generations
         requests = []
         for i, prompt in enumerate(prompts):
             task_prompt, metadata = task_request(prompt, config)
             seed = episode_seed(int(trainer.args.seed), step, str(prompt), i % groups)
-            requests.append(
-                EpisodeRequest(uuid.uuid4().hex, task_prompt, metadata, sampling_params(trainer.args, seed))
-            )
+            group = None if evaluation else f"trl:{batch}:{i // groups}"
+            params = sampling_params(trainer.args, seed)
+            requests.append(EpisodeRequest(uuid.uuid4().hex, task_prompt, metadata, params, group=group))
         if self._loop is None:
             self._loop = _LoopThread()
         finished = self._loop.run(play_all(config, requests))
