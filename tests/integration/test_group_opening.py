@@ -130,8 +130,8 @@ def test_a_deterministic_customer_is_answered_from_the_cache(tau2_backend, polic
             **extra,
         )
 
-    async def one_by_one(config, seeds):  # in turn, so each request finds the answers before it stored
-        samples = make_samples(tau2_backend, "retail", "train", 1) * 0
+    async def one_by_one(config, seeds):  # in turn: each episode finds what the ones before it stored
+        samples = []
         for seed in seeds:
             sample = make_samples(tau2_backend, "retail", "train", 1)[0]
             params = SAMPLING if seed is None else {**SAMPLING, "sampling_seed": seed}
