@@ -86,6 +86,20 @@ def test_copies_of_a_prompt_are_played_with_their_own_seeds():
     assert episode_seed(1, 0, ORACLE_TASK, 0) == episode_seed(1, 0, ORACLE_TASK, 0)
 
 
+def test_the_copies_of_a_prompt_form_one_group_in_training_and_none_in_evaluation(tmp_path):
+    from slime_tau_plugin.adapters.trl.rollout import episode_requests
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
+
+    prompts = [ORACLE_TASK] * 2 + ["tau2/retail/train/1"] * 2  # TRL's RepeatSampler order, num_generations=2
+    args, config = grpo_args(tmp_path), TauConfig(user_shared_opening=True)
+    train = episode_requests(prompts, config, args, 0, 2, evaluation=False)
+    groups = [r.group for r in train]
+    assert groups[0] == groups[1] != groups[2] == groups[3] and None not in groups
+    assert len({r.sampling_params["sampling_seed"] for r in train}) == 4  # each copy its own seed
+    assert groups[0] != episode_requests(prompts, config, args, 0, 2, evaluation=False)[0].group  # named per call
+    assert {r.group for r in episode_requests(prompts, config, args, 0, 2, evaluation=True)} == {None}
+
+
 def test_import_slime_tau_plugin_does_not_import_trl():
     code = "import sys, slime_tau_plugin; sys.exit(1 if 'trl' in sys.modules or 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -88,7 +88,16 @@ def episode_request(
         state=state,
         held=HeldTokens.of(list(getattr(sample, "tokens", None) or [])) if state is not None else None,
         suspend=suspends(args) and not evaluation,
+        group=group_of(sample, evaluation=evaluation),
     )
+
+
+def group_of(sample: Any, *, evaluation: bool = False) -> str | None:
+    """The sample's GRPO group as the engine names it: slime's ``Sample.group_index`` (the data source numbers the
+    groups of a run in order and copies it into each of the ``n_samples_per_prompt`` samples); None in evaluation,
+    whose trials of a task must stay independent (pass^k)."""
+    index = getattr(sample, "group_index", None)
+    return None if evaluation or index is None else f"slime:{index}"
 
 
 def slime_abort_check(args: Any) -> AbortCheck | None:

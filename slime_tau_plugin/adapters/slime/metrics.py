@@ -28,6 +28,7 @@ from slime_tau_plugin.adapters.slime.partial import abort_tally, resume_metrics
 from slime_tau_plugin.adapters.slime.task_record import heldout_metrics
 from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
 from slime_tau_plugin.engine.metrics.summary import domain_summary, pass_k_summary
+from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
 from slime_tau_plugin.engine.net.user_budget import user_token_ledger
 from slime_tau_plugin.engine.shared import shared_state
 
@@ -75,7 +76,9 @@ def log_rollout(
     Adds ``rollout/tau/partial/*``: episodes slime aborted since the last step (thrown away or suspended,
     ``partial.AbortTally``) and, over the step's samples, the share resumed, turns reused, off-policy ids; and
     ``rollout/tau/user_tokens/{step,total,refused}``: the LLM user's tokens this step and this run, and the requests
-    its budget refused (``net/user_budget.py``). This hook ends the budget's step.
+    its budget refused (``net/user_budget.py``); ``rollout/tau/tau_user/{cache,shared_opening}_*``: the LLM user's
+    requests answered from its cache and openings shared in a GRPO group (``engine/metrics/user_share.py``). This
+    hook ends the budget's step.
     """
     flat = _flatten(samples)
     metrics = episode_metrics(flat, ROLLOUT_PREFIX, default_domain=_default_domain(args))
@@ -85,7 +88,7 @@ def log_rollout(
     if any(spent.values()):
         metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in spent.items()}
     if ours or any(tally.values()):
-        partial = tally | resume_metrics(ours) | worker_metrics(ours)
+        partial = tally | resume_metrics(ours) | worker_metrics(ours) | user_share_metrics(ours)
         metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in partial.items()}
     emit(args, rollout_id, metrics, "rollout/step")
     return False
@@ -139,6 +142,8 @@ def log_eval(rollout_id: int, args: Any, data: dict[str, dict[str, Any]], extra_
             samples, f"{EVAL_PREFIX}{name}/", with_pass_k=True, default_domain=_default_domain(args)
         )
     metrics |= heldout_metrics(args, rollout_id, metrics, EVAL_PREFIX)
+    metas = [s.metadata for r in data.values() for s in _flatten(r.get("samples") or []) if _is_ours(s)]
+    metrics |= {f"{EVAL_PREFIX}{name}": value for name, value in user_share_metrics(metas).items()}
     wall = eval_clock().take()
     if metrics and wall is not None:
         metrics[f"{EVAL_PREFIX}wall_s"] = wall

@@ -85,18 +85,30 @@ class TauRollout:
         _check_groups(prompts, groups)
         name = getattr(trainer.processing_class, "name_or_path", None)
         config = trl_tau_config(trainer.args, self.settings, str(name) if name else None)
-        step = int(trainer.state.global_step)
-        requests = []
-        for i, prompt in enumerate(prompts):
-            task_prompt, metadata = task_request(prompt, config)
-            seed = episode_seed(int(trainer.args.seed), step, str(prompt), i % groups)
-            requests.append(
-                EpisodeRequest(uuid.uuid4().hex, task_prompt, metadata, sampling_params(trainer.args, seed))
-            )
+        requests = episode_requests(prompts, config, trainer.args, int(trainer.state.global_step), groups, evaluation)
         if self._loop is None:
             self._loop = _LoopThread()
         finished = self._loop.run(play_all(config, requests))
         return trl_output(finished, config, evaluation=evaluation)
+
+
+def episode_requests(
+    prompts: list[Any], config: TauConfig, args: Any, step: int, groups: int, evaluation: bool
+) -> list[EpisodeRequest]:
+    """One request per row: its own seed, and in training its GRPO group (the ``groups`` copies of a prompt, named
+    afresh each call), whose customer opening is shared with ``tau_user_shared_opening``.
+
+    Raises:
+        ConfigError: a prompt names no task.
+    """
+    batch = uuid.uuid4().hex
+    requests = []
+    for i, prompt in enumerate(prompts):
+        task_prompt, metadata = task_request(prompt, config)
+        params = sampling_params(args, episode_seed(int(args.seed), step, str(prompt), i % groups))
+        group = None if evaluation else f"trl:{batch}:{i // groups}"
+        requests.append(EpisodeRequest(uuid.uuid4().hex, task_prompt, metadata, params, group=group))
+    return requests
 
 
 def _check_groups(prompts: list[Any], groups: int) -> None:

@@ -156,6 +156,7 @@ class TauAgentLoop(AgentLoopBase):
             policy=policy,
             tokenizer=self.tokenizer,
             session_id=policy.request_id,
+            group=_group_of(row),
         )
         if played.resources is not None and self.rollout_config.get("enable_rollout_routing_replay"):
             await self._read_hf_routing_shape()
@@ -332,3 +333,10 @@ def trainer_tau_config(trainer_config: Any) -> TauConfig:
         raise ConfigError(f"{path}: no entry named {AGENT_NAME}")
     items = OmegaConf.to_container(entries[0], resolve=True).items()
     return verl_tau_config(trainer_config, {k: v for k, v in items if str(k).startswith("tau_")})
+
+
+def _group_of(row: dict[str, Any]) -> str | None:
+    """The row's GRPO group: verl's ``uid``, one per prompt, copied into its ``rollout.n`` repeats. verl does not tell
+    an agent loop whether it validates, so with ``tau_user_shared_opening`` validation repeats share it too."""
+    uid = row.get("uid")
+    return None if uid is None else f"verl:{uid}"

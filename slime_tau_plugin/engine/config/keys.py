@@ -70,6 +70,18 @@ class TauKeys(BaseModel):
     user_temperature: float = setting(
         0.0, "the LLM user model's temperature; each episode also sends a seed, its sampling_seed", ge=0
     )
+    user_shared_opening: bool = setting(
+        False,
+        "GRPO: the samples of one group share the LLM customer's first message (one user-simulator request per "
+        "group, the same text for all; training only, never evaluation; docs/user_review.md)",
+    )
+    user_cache_size: int = setting(
+        0,
+        "exact-request cache of the LLM user's deterministic requests (temperature 0 or a seed): answers kept per "
+        "process, least recently used dropped first (0 = off)",
+        ge=0,
+        note="(0 = off)",
+    )
     user_token_budget_per_step: int | None = setting(
         None,
         "tokens (prompt + completion) the LLM user may spend in one rollout step; once spent, episodes end "

@@ -69,9 +69,11 @@ async def play_episode(
     should_abort: AbortCheck | None = None,
     resume: StateLookup | None = None,
     suspend: bool = False,
+    group: str | None = None,
 ) -> PlayedEpisode:
     """Play the task ``task()`` names with ``policy`` (None: the config's own, ``tau_policy_url``) on this process's
-    resources for ``config`` (built with the trainer's ``tokenizer`` when it brings one).
+    resources for ``config`` (built with the trainer's ``tokenizer`` when it brings one). ``group``: the trainer's
+    GRPO group of the sample in training (the customer's opening is shared within it: ``tau_user_shared_opening``).
 
     Raises:
         ConfigError: a setting is present but unusable (never a ``MissingSettingError``: that is a FAILED result).
@@ -103,6 +105,7 @@ async def play_episode(
             should_abort=should_abort,
             resume=state,
             suspend=suspend,
+            group=group,
         )
     except ResumeError as exc:
         result = failed_result(config, exc, state.task_ref if state is not None else None)

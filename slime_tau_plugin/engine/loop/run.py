@@ -74,11 +74,14 @@ class EpisodeEngine:
         should_abort: AbortCheck | None = None,
         resume: EpisodeState | None = None,
         suspend: bool = False,
+        group: str | None = None,
     ) -> EpisodeResult:
         """Play ``ref`` to the end and return the token-exact result. Never raises for external failures.
 
         ``resume``: go on from a suspended episode's state instead of starting (``ref`` is the state's task).
         ``suspend``: an episode the trainer aborts returns its resumable state in ``EpisodeResult.state``.
+        ``group``: the trainer's GRPO group of the episode (its customer's opening is the group's with
+        ``tau_user_shared_opening``); None outside training.
         """
         timeout = self.config.episode_timeout_s
         played = resume.active_s if resume is not None else 0.0
@@ -86,7 +89,7 @@ class EpisodeEngine:
         net = NetStats(self.config.retry_budget, deadline)
         task = resume.task_ref if resume is not None else ref
         ep = LiveEpisode(task, net=net, user_info=self._user_info(sampling_params.get("sampling_seed")))
-        run = EpisodeRun(session_id or uuid.uuid4().hex, headers, should_abort, resume, suspend)
+        run = EpisodeRun(session_id or uuid.uuid4().hex, headers, should_abort, resume, suspend, group)
         with episode_stats(net):  # the clients count retries and waits into it (a context variable per task)
             return await self._play(ep, sampling_params, run)
 
@@ -95,7 +98,7 @@ class EpisodeEngine:
         seed = sampling_params.get("sampling_seed")
         try:
             if run.resume is None:
-                await open_fresh(self.calls, self.resources, ep, seed)
+                await open_fresh(self.calls, self.resources, ep, seed, run.group)
             else:
                 await resume_episode(self.calls, self.resources, ep, run.resume, seed)
         except EpisodeDeadlineError as exc:
@@ -199,10 +202,11 @@ async def run_episode(
     should_abort: AbortCheck | None = None,
     resume: EpisodeState | None = None,
     suspend: bool = False,
+    group: str | None = None,
 ) -> EpisodeResult:
     """Play ``task`` with ``policy`` on the process's ``resources``; the typed result, never an external failure.
 
-    ``resume``/``suspend``: see :meth:`EpisodeEngine.run_episode` (slime's partial rollout uses both).
+    ``resume``/``suspend``/``group``: see :meth:`EpisodeEngine.run_episode` (slime's partial rollout uses both).
     """
     engine = EpisodeEngine(resources, policy)
     return await engine.run_episode(
@@ -213,4 +217,5 @@ async def run_episode(
         should_abort=should_abort,
         resume=resume,
         suspend=suspend,
+        group=group,
     )

@@ -22,15 +22,18 @@ from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.users.simulators import make_user
 
 
-async def open_fresh(calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, seed: int | None) -> None:
-    """Open the env, the tooling and the user; ``seed`` (the episode's ``sampling_seed``) seeds an LLM user.
+async def open_fresh(
+    calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, seed: int | None, group: str | None = None
+) -> None:
+    """Open the env, the tooling and the user; ``seed`` (the episode's ``sampling_seed``) seeds an LLM user, whose
+    opening is its GRPO ``group``'s with ``tau_user_shared_opening``.
 
     The prompt is the system prompt, the task's message history as the agent saw it (if any) and, when the user
     speaks first (always without history), the user's first message. A user who stops at once ends a task with
     history (``ep.ended``), as in τ²; without history it is a user-simulator failure.
     """
     session = await calls.env(ep, resources.backend.open, ep.task, resources.env_options)
-    await _tooling_and_user(calls, resources, ep, RecordingSession(session), seed)
+    await _tooling_and_user(calls, resources, ep, RecordingSession(session), seed, group)
     history = session.history
     first = history.first_move if history is not None else FirstMove.USER
     ep.messages = [{"role": "system", "content": session.agent_system_prompt}]
@@ -99,12 +102,17 @@ async def resume(
 
 
 async def _tooling_and_user(
-    calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, session: RecordingSession, seed: int | None
+    calls: EpisodeCalls,
+    resources: EpisodeResources,
+    ep: LiveEpisode,
+    session: RecordingSession,
+    seed: int | None,
+    group: str | None = None,
 ) -> None:
     ep.session = session
     ep.template, ep.parser = await calls.blocking(resources.tooling.get, session.tools, error=EnvBackendError)
     runner = calls.runner(EnvBackendError)
-    ep.user = await calls.user(ep, make_user(resources.config, session, runner, resources.user_client, seed))
+    ep.user = await calls.user(ep, make_user(resources.config, session, runner, resources.user_client, seed, group))
 
 
 def _trailing_model_ids(traj: Trajectory) -> int:

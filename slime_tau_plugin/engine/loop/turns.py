@@ -55,6 +55,8 @@ class EpisodeRun:
     should_abort: AbortCheck | None
     resume: EpisodeState | None
     suspend: bool
+    group: str | None = None
+    """The trainer's GRPO group (the customer's opening is shared within it: ``users/shared_opening.py``)."""
 
 
 @dataclass(slots=True)

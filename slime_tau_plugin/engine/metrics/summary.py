@@ -39,6 +39,8 @@ _NET = (
     "user_prompt_tokens",
     "user_completion_tokens",
     "user_latency_s",
+    "user_cache_hits",
+    "user_opening_shared",
 )
 """Per-episode network numbers (``endpoints.NetStats``): what outages cost and what the LLM user costs."""
 _COUNTERS = tuple(f.name for f in dataclasses.fields(EpisodeCounters))

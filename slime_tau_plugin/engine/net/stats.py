@@ -36,6 +36,14 @@ class NetStats:
     """Requests sent to each replica of a role that has several (``"<role> <url>"`` -> count)."""
     replica_failures: dict[str, int] = field(default_factory=dict)
     """Of those, the ones that failed with a transient error (the request then went on to another replica)."""
+    user_cache_hits: int = 0
+    """The LLM user's deterministic requests answered from the exact-request cache (``tau_user_cache_size``)."""
+    user_cache_misses: int = 0
+    """Those looked up and not found (then sent and stored)."""
+    user_opening_asked: int = 0
+    """1 when this episode sent its GRPO group's opening request (``tau_user_shared_opening``)."""
+    user_opening_shared: int = 0
+    """1 when it took the opening another sample of its group asked for (a request saved)."""
 
     def spend_retry(self) -> bool:
         """Take one retry from the budget; False when it is spent."""
@@ -65,6 +73,12 @@ class NetStats:
             "user_completion_tokens": self.user_completion_tokens,
             "user_latency_s": round(self.user_latency_s, 4),
         }
+        if self.user_cache_hits or self.user_cache_misses:
+            meta["user_cache_hits"] = self.user_cache_hits
+            meta["user_cache_misses"] = self.user_cache_misses
+        if self.user_opening_asked or self.user_opening_shared:
+            meta["user_opening_asked"] = self.user_opening_asked
+            meta["user_opening_shared"] = self.user_opening_shared
         if self.replica_requests:
             meta["replica_requests"] = dict(self.replica_requests)
             meta["replica_failures"] = dict(self.replica_failures)

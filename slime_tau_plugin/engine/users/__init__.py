@@ -1,5 +1,6 @@
 """The customer side of a τ episode: the ``USER_SIMULATORS`` table (``simulators``: scripted and LLM users) and
-the LLM user's ``/chat/completions`` client (``chat_client``).
+the LLM user's ``/chat/completions`` client (``chat_client``) with its exact-request cache (``request_cache``) and
+a GRPO group's shared opening (``shared_opening``).
 
-May import: ``config``, ``envs``, ``net``, ``errors``, ``choices``.
+May import: ``config``, ``envs``, ``net``, ``errors``, ``choices``, ``shared``.
 """

@@ -8,7 +8,9 @@ classifies the status); other 4xx and malformed answers are not. An endpoint gua
 bounds the requests in flight and makes episodes wait out an outage; several URLs are replicas balanced by
 ``replicas.py``. Every failure surfaces as :class:`UserSimulatorError`, which ends the episode FAILED. Each
 answer's token usage and latency are added to the episode's ``NetStats`` and to the process's token ledger, whose
-budget (``net/user_budget.py``) is checked before each request.
+budget (``net/user_budget.py``) is checked before each request. A deterministic request may be answered from the
+client's exact-request cache (``request_cache.py``, ``tau_user_cache_size``), and an episode's first request from
+its GRPO group's (``shared_opening.py``, ``tau_user_shared_opening``): both counted in ``NetStats``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from slime_tau_plugin.engine.net.replicas import ReplicaSet
 from slime_tau_plugin.engine.net.retry import RetrySettings, retry_on_replicas
 from slime_tau_plugin.engine.net.stats import NetStats, current_stats
 from slime_tau_plugin.engine.net.user_budget import UserTokenBudget, user_token_ledger
+from slime_tau_plugin.engine.shared import shared_state
+from slime_tau_plugin.engine.users.request_cache import RequestCache, is_deterministic, request_key
+from slime_tau_plugin.engine.users.shared_opening import OpeningRole, OpeningTable, opening_key
 
 
 class _TransientError(UserSimulatorError):
@@ -45,41 +50,85 @@ class ChatClient:
         guard: EndpointGuard | None = None,
         replicas: ReplicaSet | None = None,
         budget: UserTokenBudget | None = None,
+        cache: RequestCache | None = None,
     ) -> None:
         """``replicas``: the guards of ``endpoint.urls`` (``guard``: the one guard of a single URL; neither: no
-        guard). ``budget``: the token limits every request is checked against (``net/user_budget.py``)."""
+        guard). ``budget``: the token limits every request is checked against (``net/user_budget.py``).
+        ``cache``: answers of deterministic requests (None: every request is sent)."""
         self.endpoint = endpoint
         self.what = what
         self.retry = RetrySettings(attempts=endpoint.retries)
         self.replicas = replicas if replicas is not None else (ReplicaSet((guard,)) if guard is not None else None)
         self.budget = budget or UserTokenBudget()
+        self.cache = cache
         self._http = {url: LoopBoundHTTP(url, timeout_s=endpoint.timeout_s) for url in endpoint.urls}
 
     async def aclose(self) -> None:
         for http in self._http.values():
             await http.aclose()
 
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, seed: int | None = None
-    ) -> dict:
-        """The first choice's ``message`` (``content`` and maybe ``tool_calls``); ``seed`` is sent as OpenAI's
-        ``seed`` (vLLM and SGLang honour it per request), so a seeded episode's user is reproducible.
-
-        Raises:
-            UserTokenBudgetError: the token budget is spent (checked before the request is sent).
-            UserSimulatorError: after the retries, or at once for a non-retryable answer.
-        """
-        ledger = user_token_ledger()
-        ledger.check(self.budget)
-        payload: dict[str, Any] = {
+    def request_body(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, seed: int | None = None
+    ) -> dict[str, Any]:
+        """The JSON body of one ``/chat/completions`` request, exactly as it is sent (and as the cache keys it)."""
+        body: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": messages,
             "temperature": self.endpoint.temperature,
         }
         if tools:
-            payload["tools"] = tools
+            body["tools"] = tools
         if seed is not None:
-            payload["seed"] = seed
+            body["seed"] = seed
+        return body
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        seed: int | None = None,
+        group: str | None = None,
+    ) -> dict:
+        """The first choice's ``message`` (``content`` and maybe ``tool_calls``); ``seed`` is sent as OpenAI's
+        ``seed`` (vLLM and SGLang honour it per request), so a seeded episode's user is reproducible. ``group``:
+        this is a GRPO group's opening request, asked once for the group (``shared_opening.py``).
+
+        Raises:
+            UserTokenBudgetError: the token budget is spent (checked before the request is sent).
+            UserSimulatorError: after the retries, or at once for a non-retryable answer.
+        """
+        body = self.request_body(messages, tools, seed)
+        if group is None:
+            return await self._answer(body)
+        key = opening_key(group, body, self.endpoint.urls)
+        message, role = await shared_state().part(OpeningTable).first(key, lambda: self._answer(body))
+        stats = current_stats()
+        if stats is not None:
+            stats.user_opening_asked += int(role is OpeningRole.ASKED)
+            stats.user_opening_shared += int(role is OpeningRole.SHARED)
+        return message
+
+    async def _answer(self, body: dict[str, Any]) -> dict:
+        """The answer to ``body``: from the cache when it is deterministic and held there, else sent."""
+        if self.cache is None or not is_deterministic(body):
+            return await self._send(body)
+        key = request_key(body, self.endpoint.urls)
+        stats = current_stats()
+        held = self.cache.get(key)
+        if stats is not None:
+            stats.user_cache_hits += int(held is not None)
+            stats.user_cache_misses += int(held is None)
+        if held is not None:
+            return held
+        message = await self._send(body)
+        self.cache.put(key, message)
+        return message
+
+    async def _send(self, payload: dict[str, Any]) -> dict:
+        """POST ``payload`` with retries over the replicas (see the module docstring)."""
+        ledger = user_token_ledger()
+        ledger.check(self.budget)
         headers = {"Authorization": f"Bearer {self.endpoint.api_key}"} if self.endpoint.api_key else None
         first = self.endpoint.urls[0]
         stats = current_stats()

@@ -11,7 +11,9 @@ time, and thousands of them must wait together on slime's one event loop. Enviro
   realistic customer.
 - ``LLMUser`` is τ's user simulator on any OpenAI-compatible endpoint: τ's own system prompt for the
   task (``EnvSession.user_system_prompt``), roles flipped (the agent speaks as ``user``), user tools
-  run against the episode's environment, τ's stop markers end the episode.
+  run against the episode's environment, τ's stop markers end the episode. With a ``group``
+  (``tau_user_shared_opening``, training only) its first request is its GRPO group's, asked once
+  (``shared_opening.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from slime_tau_plugin.engine.net.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.net.replicas import ReplicaSet
 from slime_tau_plugin.engine.review.checks import GO_AHEAD
 from slime_tau_plugin.engine.users.chat_client import ChatClient
+from slime_tau_plugin.engine.users.request_cache import RequestCache
 
 MAX_USER_TOOL_ROUNDS = 10
 """User tool calls in a row before the LLM user must answer the agent in words."""
@@ -138,11 +141,19 @@ class LLMUser:
     """τ's simulated customer, played by an LLM behind an OpenAI-compatible endpoint."""
 
     def __init__(
-        self, session: EnvSession, blocking: Blocking, client: ChatClient, system_prompt: str, seed: int | None = None
+        self,
+        session: EnvSession,
+        blocking: Blocking,
+        client: ChatClient,
+        system_prompt: str,
+        seed: int | None = None,
+        group: str | None = None,
     ) -> None:
         self.session = session
         self.seed = seed
         """Sent with every request as OpenAI's ``seed``: the episode's ``sampling_seed`` (CLI ``--seed``)."""
+        self.group = group
+        """The GRPO group whose one opening request this episode shares (None: it asks its own)."""
         self.blocking = blocking
         self.client = client
         self.tools = list(session.user_tools) or None
@@ -153,7 +164,7 @@ class LLMUser:
         self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}, *map(dict, start)]
 
     async def opening(self) -> UserTurn:
-        return await self._speak()
+        return await self._speak(group=self.group)
 
     async def reply(self, agent_message: str) -> UserTurn:
         self.history.append({"role": "user", "content": agent_message})
@@ -172,11 +183,13 @@ class LLMUser:
     def tool_outputs(self) -> tuple[str, ...]:
         return tuple(str(m.get("content") or "") for m in self.history if m.get("role") == "tool")
 
-    async def _speak(self) -> UserTurn:
-        """Ask the LLM until it says something (running any user tools it calls on the way)."""
+    async def _speak(self, group: str | None = None) -> UserTurn:
+        """Ask the LLM until it says something (running any user tools it calls on the way); ``group``: the first
+        request is the group's shared one (user tools it calls then run on this episode's own environment)."""
         rounds = errors = 0
         for _ in range(MAX_USER_TOOL_ROUNDS):
-            message = await self.client.complete(self.history, self.tools, seed=self.seed)
+            message = await self.client.complete(self.history, self.tools, seed=self.seed, group=group)
+            group = None
             calls = message.get("tool_calls") or []
             content = message.get("content") or ""
             if calls and self.tools:
@@ -205,25 +218,36 @@ class LLMUser:
 
 
 async def _scripted(
-    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None, seed: int | None = None
+    config: TauConfig,
+    session: EnvSession,
+    blocking: Blocking,
+    client: ChatClient | None,
+    seed: int | None = None,
+    group: str | None = None,
 ) -> UserSimulator:
-    return ScriptedUser(session, blocking, config.scripted_user_replies)
+    return ScriptedUser(session, blocking, config.scripted_user_replies)  # its opening is the same text anyway
 
 
 async def _llm(
-    config: TauConfig, session: EnvSession, blocking: Blocking, client: ChatClient | None, seed: int | None = None
+    config: TauConfig,
+    session: EnvSession,
+    blocking: Blocking,
+    client: ChatClient | None,
+    seed: int | None = None,
+    group: str | None = None,
 ) -> UserSimulator:
     if client is None:
         raise ConfigError("tau_user=llm needs tau_user_base_url and tau_user_model")
-    return LLMUser(session, blocking, client, await blocking(session.user_system_prompt), seed)
+    shared = group if config.user_shared_opening else None
+    return LLMUser(session, blocking, client, await blocking(session.user_system_prompt), seed, shared)
 
 
 USER_SIMULATORS: dict[UserKind, Callable[..., Awaitable[UserSimulator]]] = {
     UserKind.SCRIPTED: _scripted,
     UserKind.LLM: _llm,
 }
-"""``tau_user`` -> the builder of that simulator: ``(config, session, blocking, client, seed)``. A new simulator is a
-class here (``opening``/``reply``), a ``UserKind`` member and one line in this table."""
+"""``tau_user`` -> the builder of that simulator: ``(config, session, blocking, client, seed, group)``. A new
+simulator is a class here (``opening``/``reply``), a ``UserKind`` member and one line in this table."""
 
 
 async def make_user(
@@ -232,18 +256,21 @@ async def make_user(
     blocking: Blocking,
     client: ChatClient | None = None,
     seed: int | None = None,
+    group: str | None = None,
 ) -> UserSimulator:
-    """The user simulator ``tau_user`` names, for one episode (``seed``: the LLM user's per-request seed)."""
-    return await USER_SIMULATORS[config.user](config, session, blocking, client, seed)
+    """The user simulator ``tau_user`` names, for one episode (``seed``: the LLM user's per-request seed;
+    ``group``: the trainer's GRPO group of the episode, whose opening it shares when ``tau_user_shared_opening``)."""
+    return await USER_SIMULATORS[config.user](config, session, blocking, client, seed, group)
 
 
 def user_client(config: TauConfig) -> ChatClient | None:
     """The shared HTTP client for the config's LLM user (None for the scripted user): its replicas (one per URL
     of ``tau_user_base_url``), each behind the process's guard for it (``tau_user_max_inflight``,
-    ``tau_outage_tolerance_s``), and the user's token budget."""
+    ``tau_outage_tolerance_s``), the user's token budget and its exact-request cache (``tau_user_cache_size``)."""
     endpoint = config.user_endpoint()
     if endpoint is None:
         return None
     settings = GuardSettings(config.user_max_inflight, config.outage_tolerance_s)
     replicas = ReplicaSet.for_urls(EndpointRole.USER, endpoint.urls, settings)
-    return ChatClient(endpoint, what="user simulator", replicas=replicas, budget=config.user_token_budget)
+    cache = RequestCache(config.user_cache_size) if config.user_cache_size > 0 else None
+    return ChatClient(endpoint, what="user simulator", replicas=replicas, budget=config.user_token_budget, cache=cache)

@@ -53,6 +53,10 @@ class EpisodeRequest:
     """With :attr:`state`: the tokens the trainer's sample holds, which must be the state's."""
     suspend: bool = False
     """Leave a resumable state if the trainer aborts the episode (slime's ``--partial-rollout``)."""
+    group: str | None = None
+    """The sample's GRPO group in training (slime's ``group_index``, TRL's copies of a prompt); None in evaluation.
+    Worker pools send a group's requests to one worker, and its customer's opening is shared
+    (``tau_user_shared_opening``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ async def play_request(config: TauConfig, request: EpisodeRequest, should_abort:
         should_abort=should_abort,
         resume=lambda: resumable_state(request.state, request.held),
         suspend=request.suspend,
+        group=request.group,
     )
     if played.resources is None:
         return finish(played.result, None)

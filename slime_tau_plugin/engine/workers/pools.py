@@ -1,13 +1,15 @@
 """Where episodes run when ``tau_episode_workers`` > 0: a :class:`WorkerPool` of worker processes or Ray actors.
 
 The pool is the trainer's process's side: it sends each request to the live worker with the fewest episodes in
-flight, resolves the caller's future when the answer comes back, forwards the trainer's abort (one watcher
-thread polls every waiting episode's abort check, so slime's loop pays nothing per episode) and replaces a worker
-that dies. The episodes that worker held, and only those, are played again on the replacement from what their
-request said (a fresh start, or the suspended state the trainer handed back); an episode whose worker dies a
-second time is FAILED naming both deaths (``EpisodeWorkerError``, failed endpoint ``worker``); workers that keep
-dying before they answer anything are not replaced for ever (:data:`MAX_SILENT_DEATHS`). Every sample
-names where it ran (``tau_worker``) and the workers lost under it (``tau_worker_lost``).
+flight (the samples of one GRPO group to the worker its first sample went to, so the group's customer opening is
+asked once: ``users/shared_opening.py``), resolves the caller's future when the answer comes back, forwards the
+trainer's abort (one watcher thread polls every waiting episode's abort check, so slime's loop pays nothing per
+episode) and replaces a worker that dies. The episodes that worker held, and only those, are played again on the
+replacement from what their request said (a fresh start, or the suspended state the trainer handed back); an
+episode whose worker dies a second time is FAILED naming both deaths (``EpisodeWorkerError``, failed endpoint
+``worker``); workers that keep dying before they answer anything are not replaced for ever
+(:data:`MAX_SILENT_DEATHS`). Every sample names where it ran (``tau_worker``) and the workers lost under it
+(``tau_worker_lost``).
 
 A transport (``process_pool.py``, ``ray_actors.py``) implements :class:`WorkerSlot`; ``registry.pool_for`` keeps one
 pool per config per process.
@@ -20,6 +22,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +43,8 @@ MAX_LOST_WORKERS = 1
 MAX_SILENT_DEATHS = 3
 """Workers in a row that die before answering anything (one that cannot start: an import error, no memory): the
 pool stops replacing them and FAILS every episode with the last reason, so the failure guard stops the run."""
+GROUPS_ROUTED = 4096
+"""GRPO groups whose worker the pool remembers (the oldest forgotten first)."""
 
 
 @dataclass(eq=False)
@@ -110,6 +115,8 @@ class WorkerPool(ABC):
         self.broken: str | None = None
         """Why the pool stopped replacing workers (:data:`MAX_SILENT_DEATHS`); None while it works."""
         self._silent_deaths = 0
+        self._group_slots: OrderedDict[str, int] = OrderedDict()
+        """A GRPO group -> the index of the worker its samples go to."""
         with self._lock:  # a worker that dies at once (``died``) waits until every slot and counter exists
             self.slots: list[WorkerSlot] = [self._start(i) for i in range(config.episode_workers)]
 
@@ -188,7 +195,7 @@ class WorkerPool(ABC):
                 reason = self.broken or "the pool is closed"
             else:
                 reason = None
-                slot = min(live, key=lambda s: len(s.pending))
+                slot = self._slot_for(pending.request.group, live)
                 slot.pending[pending.request.request_id] = pending
                 pending.slot = slot
                 if pending.should_abort is not None:
@@ -202,6 +209,19 @@ class WorkerPool(ABC):
         slot.submit(pending)
         if pending.aborted:
             slot.abort(pending.request.request_id)
+
+    def _slot_for(self, group: str | None, live: list[WorkerSlot]) -> WorkerSlot:
+        """The live worker with the fewest episodes, or the group's worker while it lives (under the lock)."""
+        index = self._group_slots.get(group) if group is not None else None
+        if index is not None and self.slots[index].alive:
+            self._group_slots.move_to_end(group)  # type: ignore[arg-type]
+            return self.slots[index]
+        slot = min(live, key=lambda s: len(s.pending))
+        if group is not None:
+            self._group_slots[group] = slot.index
+            while len(self._group_slots) > GROUPS_ROUTED:
+                self._group_slots.popitem(last=False)
+        return slot
 
     def _abort(self, pending: Pending) -> None:
         pending.aborted = True

@@ -26,6 +26,8 @@ from slime_tau_plugin.engine.errors import ConfigError
         ({"max_failed_share": "half"}, "tau_max_failed_share='half' is invalid"),
         ({"failure_window_groups": 0}, "tau_failure_window_groups=0 is invalid; expected an integer >= 1 or null"),
         ({"max_turns": True}, "tau_max_turns=True is invalid; expected an integer"),
+        ({"user_cache_size": -1}, "tau_user_cache_size=-1 is invalid; expected an integer >= 0"),
+        ({"user_shared_opening": "maybe"}, "tau_user_shared_opening='maybe' is invalid; expected true or false"),
     ],
 )
 def test_bad_settings_name_the_field(fields, message):
