@@ -91,7 +91,7 @@ class TauAgent(SimpleResponsesAPIAgent):
     """``TauAgent(config=TauAgentConfig(...), server_client=...)``; ``serve.build_agent`` makes one."""
 
     config: TauAgentConfig
-    _tau_config: TauConfig | None = PrivateAttr(default=None)
+    _tau_configs: dict[str, TauConfig] = PrivateAttr(default_factory=dict)
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
@@ -99,24 +99,30 @@ class TauAgent(SimpleResponsesAPIAgent):
         app.post("/verify")(self.verify)
         return app
 
-    def tau_config(self) -> TauConfig:
-        """The episode config, built once (a wrong setting is a ConfigError at startup, not per row)."""
-        if self._tau_config is None:
+    def tau_config(self, benchmark: str | None = None) -> TauConfig:
+        """The episode config for rows of ``benchmark`` (default: the settings' own), built once each: the engine
+        plays one benchmark per config (``tau_benchmark``), and a row names its own. ``serve.build_agent``
+        builds the default one at startup, so a wrong setting is refused there, not per row."""
+        if not self._tau_configs:
             policy = None
             if self.config.model_server is not None and not self.config.tau.get("tau_policy_url"):
                 name = self.config.model_server.name
                 entry = _server_entry(self.server_client.global_config_dict, name)
                 policy = model_server_policy(name, entry)
-            self._tau_config = agent_config(self.config.tau, policy)
-        return self._tau_config
+            self._tau_configs[""] = agent_config(self.config.tau, policy)
+        base = self._tau_configs[""]
+        key = benchmark or ""
+        if key not in self._tau_configs:
+            self._tau_configs[key] = TauConfig(**{**base.model_dump(exclude_unset=True), "benchmark": benchmark})
+        return self._tau_configs[key]
 
     async def responses(self, body: Annotated[NeMoGymResponseCreateParamsNonStreaming, Body()]) -> NeMoGymResponse:
         raise HTTPException(501, "the τ agent plays whole episodes: POST /run with a task, not /v1/responses")
 
     async def run(self, body: Annotated[TauRunRequest, Body()]) -> TauVerifyResponse:
         try:
-            config = self.tau_config()
-            metadata = task_metadata(body.task, config)
+            metadata = task_metadata(body.task, self.tau_config())
+            config = self.tau_config(metadata["benchmark"])
             params = sampling_params(body.responses_create_params.model_dump(exclude_unset=True), body.seed)
             request = EpisodeRequest(uuid.uuid4().hex, None, metadata, params)
             finished = await play_request(config, request, None)

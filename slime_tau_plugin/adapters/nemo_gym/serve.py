@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from pydantic import ValidationError
 
 from slime_tau_plugin.adapters.nemo_gym.agent import TauAgent, TauAgentConfig, _server_entry
+from slime_tau_plugin.engine.chat.templates import load_tokenizer
 from slime_tau_plugin.engine.errors import ConfigError
 
 ENTRYPOINT = "slime_tau_plugin.adapters.nemo_gym.agent"
@@ -63,7 +64,7 @@ def build_agent(
         where = ".".join(str(x) for x in error["loc"])
         raise ConfigError(f"NeMo Gym server {name}: {where}: {error['msg']}") from None
     agent = TauAgent(config=config, server_client=client)
-    agent.tau_config()
+    load_tokenizer(str(agent.tau_config().tokenizer_path))  # a folder that holds none: refused now, not per row
     return agent
 
 
