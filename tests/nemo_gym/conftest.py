@@ -5,8 +5,8 @@ the whole directory there (``scripts/test_nemo_gym.sh`` builds a venv that has t
 
 The head server is NeMo Gym's ``HeadServer`` serving a global config (as ``gym env start`` would) that names a
 vllm_model-style model server whose ``base_url`` is our oracle server, the agent ``tau_agent`` (``slime-tau
-serve-gym`` in its own process, reading its entry from the head) and ``tau_dead_user`` (the same agent in this
-process, with an LLM user simulator whose endpoint is down).
+serve-gym`` in its own process, reading its entry from the head) and ``tau_dead_user`` (the same agent built
+standalone in this process, with an LLM user simulator whose endpoint is down).
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
 
     import uvicorn
 
-    dead = build_agent(DEAD_USER_AGENT, head=("127.0.0.1", head_port))
+    # standalone (no head): SGLang's /generate named by URL; the head's entry only routes Gym's client to it
+    dead = build_agent(DEAD_USER_AGENT, port=dead_port, tau={**dead_user, "tau_policy_url": oracle.url})
     dead_server = uvicorn.Server(uvicorn.Config(app_of(dead), host="127.0.0.1", port=dead_port, log_level="warning"))
     dead_thread = threading.Thread(target=dead_server.run, daemon=True)
     dead_thread.start()
