@@ -160,3 +160,14 @@ def test_import_slime_tau_plugin_does_not_import_nemo_gym():
         "sys.exit(1 if 'nemo_gym' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_row_of_another_benchmark_plays_with_a_config_of_its_own(oracle, qwen25_dir):
+    """The engine plays one benchmark per config; a τ-bench v1 row on a τ² agent gets a tau1 config, the same
+    otherwise (a τ² row shares the agent's own config and its resources)."""
+    from slime_tau_plugin.adapters.nemo_gym.serve import build_agent
+
+    agent = build_agent("standalone", port=1, tau={"tau_policy_url": oracle.url, "tau_tokenizer_path": qwen25_dir})
+    assert agent.tau_config("tau2") is agent.tau_config()
+    v1 = agent.tau_config("tau1")
+    assert v1.benchmark == "tau1" and v1.policy_url == oracle.url and v1.tokenizer_path == qwen25_dir

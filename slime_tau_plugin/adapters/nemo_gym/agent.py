@@ -107,14 +107,15 @@ class TauAgent(SimpleResponsesAPIAgent):
             policy = None
             if self.config.model_server is not None and not self.config.tau.get("tau_policy_url"):
                 name = self.config.model_server.name
-                entry = _server_entry(self.server_client.global_config_dict, name)
+                entry = server_entry(self.server_client.global_config_dict, name)
                 policy = model_server_policy(name, entry)
             self._tau_configs[""] = agent_config(self.config.tau, policy)
         base = self._tau_configs[""]
-        key = benchmark or ""
-        if key not in self._tau_configs:
-            self._tau_configs[key] = TauConfig(**{**base.model_dump(exclude_unset=True), "benchmark": benchmark})
-        return self._tau_configs[key]
+        if not benchmark or benchmark == base.benchmark:
+            return base
+        if benchmark not in self._tau_configs:
+            self._tau_configs[benchmark] = TauConfig(**{**base.model_dump(exclude_unset=True), "benchmark": benchmark})
+        return self._tau_configs[benchmark]
 
     async def responses(self, body: Annotated[NeMoGymResponseCreateParamsNonStreaming, Body()]) -> NeMoGymResponse:
         raise HTTPException(501, "the τ agent plays whole episodes: POST /run with a task, not /v1/responses")
@@ -162,7 +163,7 @@ class TauAgent(SimpleResponsesAPIAgent):
         return TauVerifyResponse.model_validate(body.model_dump(exclude_unset=True) | {"reward": float(reward)})
 
 
-def _server_entry(global_config: Any, name: str) -> dict[str, Any]:
+def server_entry(global_config: Any, name: str) -> dict[str, Any]:
     """A server's own config in NeMo Gym's global config (``<name>.<server type>.<implementation>``)."""
     try:
         entry = global_config[name]

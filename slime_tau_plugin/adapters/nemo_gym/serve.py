@@ -16,7 +16,7 @@ from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
 from pydantic import ValidationError
 
-from slime_tau_plugin.adapters.nemo_gym.agent import TauAgent, TauAgentConfig, _server_entry
+from slime_tau_plugin.adapters.nemo_gym.agent import TauAgent, TauAgentConfig, server_entry
 from slime_tau_plugin.engine.chat.templates import load_tokenizer
 from slime_tau_plugin.engine.errors import ConfigError
 
@@ -46,7 +46,7 @@ def build_agent(
             where = f"{head[0]}:{head[1]}"
             raise ConfigError(f"cannot read NeMo Gym's config from its head server {where}: {exc}") from None
         try:
-            entry = _server_entry(client.global_config_dict, name)
+            entry = server_entry(client.global_config_dict, name)
         except ConfigError:
             raise ConfigError(f"NeMo Gym's config (head server {head[0]}:{head[1]}) has no server {name}") from None
     else:
