@@ -41,6 +41,7 @@ COMMAND = re.compile(r"(?:^|&&\s*)(slime-tau\b.*)$")
 TASKS = "0-3"
 """Positions a ``rollout`` without ``--tasks``/``--task-ids`` plays: airline test's 0-3 hold task 13."""
 
+GYM = "needs nemo-gym (Python >= 3.12) and serves until stopped; tests/nemo_gym starts it in .venv-gym"
 TINY_MODEL = "needs torch (the '.[model]' extra); tests/model runs this chain in .venv-verl"
 SKIPPED = {
     # a GPU node with a real checkpoint; `[...]` marks optional flags, not shell syntax
@@ -54,6 +55,8 @@ SKIPPED = {
     "slime-tau prepare --format verl --train tau2/retail,airline,telecom/train --eval "
     "tau2/retail,airline,telecom/test --out data/verl/tau2_train.parquet": "needs pyarrow (the '.[verl]' extra); "
     "tests/verl writes these rows in .venv-verl",
+    "slime-tau serve-gym --port 8010 --policy-url http://127.0.0.1:30000 --tokenizer /models/Qwen3-4B": GYM,
+    "slime-tau serve-gym --gym-head 127.0.0.1:11000 --name slime_tau_agent": GYM,
 }
 """README or docs command (comment dropped, continuation lines joined) -> why this test does not run it."""
 

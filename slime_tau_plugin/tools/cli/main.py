@@ -19,7 +19,17 @@ import sys
 
 from slime_tau_plugin import __version__
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.tools.cli import make_tiny_model, prepare, rollout, serve, serve_user, show, soak, verify
+from slime_tau_plugin.tools.cli import (
+    make_tiny_model,
+    prepare,
+    rollout,
+    serve,
+    serve_gym,
+    serve_user,
+    show,
+    soak,
+    verify,
+)
 from slime_tau_plugin.tools.cli.args import HelpFormatter, Parser
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
 from slime_tau_plugin.tools.cli.stop_signals import EXIT_INTERRUPTED
@@ -34,6 +44,7 @@ COMMANDS = {
     "make-tiny-model": make_tiny_model,
     "verify": verify,
     "serve-user": serve_user,
+    "serve-gym": serve_gym,
     "soak": soak,
 }
 FAILURE_BOUNDARY_LOGGER = "slime_tau_plugin.adapters.slime.generate"

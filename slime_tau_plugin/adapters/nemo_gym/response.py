@@ -1,0 +1,93 @@
+"""A played episode in NeMo Gym's schemas: the Responses-API response with per-turn token ids, and the failure field.
+
+Each model turn is one ``NeMoGymResponseOutputMessageForTraining`` whose text is the turn decoded as generated
+(tool calls in the model's own format, special tokens kept) and whose ids are exact (``turns.gym_turns``). A
+failed episode is marked the way NeMo Gym's rollout collection routes failures (``_ng_failure_class``; see
+``nemo_gym.rollout_collection``): ``transient`` for an endpoint that failed (user simulator, policy server; retried
+on resume), ``legitimate`` for an environment error, ``timeout_exceeded`` (terminal) for a run-level cut-off.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseOutputMessageForTraining, NeMoGymResponseOutputText
+
+from slime_tau_plugin.adapters.nemo_gym.turns import gym_turns
+from slime_tau_plugin.engine.chat.template_text import load_tokenizer
+from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.workers.messages import FinishedEpisode
+
+NG_FAILURE_CLASS_KEY = "_ng_failure_class"
+NG_TERMINAL_KEY = "_ng_failure_terminal"
+"""NeMo Gym's failure-routing keys (``nemo_gym.rollout_collection``), read by its dispatcher."""
+
+
+def task_name(result: EpisodeResult) -> str:
+    task = result.task
+    return f"{task.benchmark}/{task.domain}/{task.split}/{task.task_id}"
+
+
+def gym_response(finished: FinishedEpisode, config: TauConfig, model: str, reward: float | None) -> dict[str, Any]:
+    """NeMo Gym's response for a played episode (``NeMoGymResponse``, validated, as JSON-ready data)."""
+    result = finished.result
+    turns, _ = gym_turns(finished.trajectory)
+    tokenizer = load_tokenizer(str(config.tokenizer_path)) if turns else None
+    output = []
+    for n, turn in enumerate(turns):
+        text = tokenizer.decode(list(turn.generation_token_ids), skip_special_tokens=False) if tokenizer else ""
+        output.append(
+            NeMoGymResponseOutputMessageForTraining(
+                id=f"msg_{n}",
+                content=[NeMoGymResponseOutputText(annotations=[], text=text)],
+                prompt_token_ids=list(turn.prompt_token_ids),
+                generation_token_ids=list(turn.generation_token_ids),
+                generation_log_probs=list(turn.generation_log_probs),
+            )
+        )
+    response = NeMoGymResponse(
+        id=f"tau-{task_name(result).replace('/', '-')}-{int(time.time() * 1000)}",
+        created_at=int(time.time()),
+        model=model,
+        object="response",
+        output=output,
+        parallel_tool_calls=False,
+        tool_choice="auto",
+        tools=[],
+        metadata={
+            "tau_task": task_name(result),
+            "tau_status": result.termination.status.value,
+            "tau_termination": result.termination.value,
+            "tau_reward": "" if reward is None else repr(float(reward)),
+        },
+    )
+    return response.model_dump(mode="json", exclude_none=True)
+
+
+def tau_fields(finished: FinishedEpisode) -> dict[str, Any]:
+    """τ's fields beside NeMo Gym's: the task, how it ended, and what ``turns.run_trajectory`` needs."""
+    result = finished.result
+    _, tail = gym_turns(finished.trajectory)
+    return {
+        "tau_task": task_name(result),
+        "tau_status": result.termination.status.value,
+        "tau_termination": result.termination.value,
+        "tau_error": result.error,
+        "tau_num_turns": result.num_turns,
+        "tau_prompt_len": len(finished.trajectory.prompt_ids),
+        "tau_tail_ids": list(tail),
+    }
+
+
+def failure_fields(result: EpisodeResult) -> dict[str, Any]:
+    """NeMo Gym's failure field for an episode that must not train; nothing for one that trains."""
+    termination = result.termination
+    if termination.is_trainable:
+        return {}
+    if termination.is_cut_off:
+        return {NG_FAILURE_CLASS_KEY: "timeout_exceeded", NG_TERMINAL_KEY: True}
+    if termination in (TerminationReason.USER_ERROR, TerminationReason.POLICY_ERROR):
+        return {NG_FAILURE_CLASS_KEY: "transient"}
+    return {NG_FAILURE_CLASS_KEY: "legitimate"}

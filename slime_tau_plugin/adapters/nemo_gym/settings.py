@@ -1,0 +1,123 @@
+"""NeMo Gym's names -> our engine's: the TauConfig an agent plays with, a row's task, its sampling; no NeMo Gym import.
+
+Settings, lowest precedence first: ``TauConfig`` defaults; the ``tau_*`` keys of the agent's entry in NeMo Gym's
+config (``tau: {tau_user: scripted, ...}``, the keys of slime's YAML); the policy. The policy is the generation
+server behind the model server NeMo Gym names (``model_server: {type: responses_api_models, name: ...}``): its
+``base_url`` (vllm_model's: vLLM's OpenAI server, played through ``/v1/completions`` with token-id prompts, so the
+ids stay exact; Gym's own ``/v1/responses`` re-templates each turn and cannot be), unless ``tau_policy_url`` names
+one (SGLang's ``/generate`` by default).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from slime_tau_plugin.engine.choices import PolicyApi
+from slime_tau_plugin.engine.config.tau_config import TauConfig, known_key
+from slime_tau_plugin.engine.data import task_ref_from_sample
+from slime_tau_plugin.engine.errors import ConfigError
+
+
+def tau_values(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``tau_*`` keys as TauConfig field values (keys checked now, values when the config is built).
+
+    Raises:
+        ConfigError: a key without the ``tau_`` prefix or an unknown one (the closest valid one is named).
+    """
+    fields = TauConfig.field_names()
+    values: dict[str, Any] = {}
+    for key, value in settings.items():
+        if not str(key).startswith("tau_"):
+            raise ConfigError(f"{where}: {key} is not a tau_* setting; settings are tau_<name>: value")
+        values[known_key(str(key).removeprefix("tau_"), f"{where}: {key}", fields, "tau_")] = value
+    return values
+
+
+def model_server_policy(name: str, entry: Mapping[str, Any]) -> tuple[str, PolicyApi, str | None]:
+    """(URL, wire protocol, model name) of the generation server behind NeMo Gym's model server ``name``.
+
+    ``entry`` is the model server's own config (``<name>.responses_api_models.<type>``).
+
+    Raises:
+        ConfigError: it names no ``base_url`` (a model server that only serves Gym's Responses API).
+    """
+    base = entry.get("base_url")
+    if isinstance(base, (list, tuple)):
+        base = base[0] if base else None
+    if not base:
+        raise ConfigError(
+            f"model server {name} names no base_url (the vLLM server behind it): set tau_policy_url to the "
+            "generation server (SGLang /generate, or vLLM with tau_policy_api: openai-completions)"
+        )
+    url = str(base).split(",")[0].strip().rstrip("/").removesuffix("/v1")
+    model = entry.get("model")
+    return url, PolicyApi.OPENAI_COMPLETIONS, str(model) if model else None
+
+
+def agent_config(settings: Mapping[str, Any], policy: tuple[str, PolicyApi, str | None] | None) -> TauConfig:
+    """The TauConfig the agent plays every episode with.
+
+    Raises:
+        ConfigError: a setting is wrong (one line naming its ``tau_*`` key), or no policy is named.
+    """
+    values = tau_values(settings, "the agent's tau settings")
+    if not values.get("policy_url"):
+        if policy is None:
+            raise ConfigError("no policy: name a NeMo Gym model server (model_server) or set tau_policy_url")
+        values["policy_url"], values["policy_api"], model = policy
+        if model and not values.get("policy_model"):
+            values["policy_model"] = model
+    if not values.get("tokenizer_path"):
+        raise ConfigError("tau_tokenizer_path is unset: name the policy's tokenizer folder (the ids it trains on)")
+    return TauConfig(**values)
+
+
+def task_metadata(task: Any, config: TauConfig) -> dict[str, Any]:
+    """The engine's sample metadata for a row's ``task``: ``BENCHMARK/DOMAIN/SPLIT/TASK_ID`` text.
+
+    Raises:
+        ConfigError: it is not such text, or names an unknown benchmark or task set.
+    """
+    parts = task.strip().split("/", 3) if isinstance(task, str) else []
+    if len(parts) != 4 or not all(parts):
+        raise ConfigError(
+            f"task {str(task)[:80]!r} names no τ task; expected BENCHMARK/DOMAIN/SPLIT/TASK_ID "
+            "(e.g. tau2/retail/train/7, tau1/airline/test/3)"
+        )
+    benchmark, domain, split, task_id = parts
+    key = "task_index" if benchmark == "tau1" else "task_id"
+    metadata: dict[str, Any] = {"benchmark": benchmark, "domain": domain, "split": split, key: task_id}
+    task_ref_from_sample(None, metadata, config)  # an unknown benchmark/domain is refused here, in one line
+    return metadata
+
+
+def sampling_params(create_params: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """One episode's sampling parameters (SGLang's names; the OpenAI client renames them) from the row's
+    ``responses_create_params`` and seed (the row's ``seed``, else ``metadata.extra_body.seed``, which NeMo
+    Gym's ``num_repeats_add_seed`` writes).
+
+    Raises:
+        ConfigError: ``metadata.extra_body`` is not a JSON object.
+    """
+    temperature = create_params.get("temperature")
+    top_p = create_params.get("top_p")
+    params: dict[str, Any] = {
+        "temperature": 1.0 if temperature is None else float(temperature),
+        "top_p": 1.0 if top_p is None else float(top_p),
+        "no_stop_trim": True,
+        "skip_special_tokens": False,
+    }
+    if seed is None:
+        extra = (create_params.get("metadata") or {}).get("extra_body")
+        try:
+            body = json.loads(extra) if extra else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"responses_create_params.metadata.extra_body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise ConfigError("responses_create_params.metadata.extra_body is not a JSON object")
+        seed = body.get("seed")
+    if seed is not None:
+        params["sampling_seed"] = int(seed)
+    return params
