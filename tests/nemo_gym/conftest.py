@@ -5,12 +5,15 @@ the whole directory there (``scripts/test_nemo_gym.sh`` builds a venv that has t
 
 The head server is NeMo Gym's ``HeadServer`` serving a global config (as ``gym env start`` would) that names a
 vllm_model-style model server whose ``base_url`` is our oracle server, the agent ``tau_agent`` (``slime-tau
-serve-gym`` in its own process, reading its entry from the head) and ``tau_dead_user`` (the same agent built
-standalone in this process, with an LLM user simulator whose endpoint is down).
+serve-gym`` in its own process, reading its entry from the head), ``tau_dead_user`` (the same agent built
+standalone in this process, with an LLM user simulator whose endpoint is down) and ``tau_max_turns_2`` (standalone,
+episodes cut at two turns: the parity test's limit case).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -19,14 +22,21 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("nemo_gym", reason="nemo-gym is not installed (scripts/test_nemo_gym.sh makes a venv with it)")
+
+from tests.parity import PARITY_CASES, ParityCase  # noqa: E402
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 AGENT = "tau_agent"
 DEAD_USER_AGENT = "tau_dead_user"
+MAX_TURNS_AGENT = "tau_max_turns_2"
+"""An agent whose episodes end at ``tau_max_turns: 2`` (the parity test's episode cut by a limit)."""
 MODEL_SERVER = "policy_model"
 CONFIG_DICT_VAR = "NEMO_GYM_CONFIG_DICT"
 """Where a NeMo Gym process finds its global config (how ``gym env start`` hands it to the servers it spawns)."""
@@ -70,8 +80,11 @@ def _wait_up(url: str, proc: subprocess.Popen | None, timeout_s: float = 180.0) 
 
 @pytest.fixture(scope="session")
 def oracle(qwen25, oracle_server_factory):
-    """Our server with the oracle policy for τ² retail train (SGLang's /generate and vLLM's /v1/completions)."""
-    return oracle_server_factory(qwen25, (("retail", "train"),))
+    """Our server with the oracle policy for the parity test's τ² sets (SGLang's /generate and vLLM's
+    /v1/completions)."""
+    from tests.parity import PARITY_SETS
+
+    return oracle_server_factory(qwen25, tuple((d, s) for _, d, s in PARITY_SETS))
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +95,7 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
 
     from slime_tau_plugin.adapters.nemo_gym.serve import app_of, build_agent
 
-    head_port, agent_port, dead_port = free_port(), free_port(), free_port()
+    head_port, agent_port, dead_port, cut_port = free_port(), free_port(), free_port(), free_port()
     dead_user = {
         "tau_tokenizer_path": qwen25_dir,
         "tau_user": "llm",
@@ -106,6 +119,7 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
         },
         AGENT: _agent_entry(agent_port, {"tau_tokenizer_path": qwen25_dir}),
         DEAD_USER_AGENT: _agent_entry(dead_port, dead_user),
+        MAX_TURNS_AGENT: _agent_entry(cut_port, {"tau_tokenizer_path": qwen25_dir, "tau_max_turns": 2}),
     }
     os.environ[CONFIG_DICT_VAR] = OmegaConf.to_yaml(OmegaConf.create(config))
     head_server, head_thread, _ = HeadServer.run_webserver()
@@ -120,17 +134,105 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
     import uvicorn
 
     # standalone (no head): SGLang's /generate named by URL; the head's entry only routes Gym's client to it
-    dead = build_agent(DEAD_USER_AGENT, port=dead_port, tau={**dead_user, "tau_policy_url": oracle.url})
-    dead_server = uvicorn.Server(uvicorn.Config(app_of(dead), host="127.0.0.1", port=dead_port, log_level="warning"))
-    dead_thread = threading.Thread(target=dead_server.run, daemon=True)
-    dead_thread.start()
+    standalone = {
+        dead_port: build_agent(DEAD_USER_AGENT, port=dead_port, tau={**dead_user, "tau_policy_url": oracle.url}),
+        cut_port: build_agent(
+            MAX_TURNS_AGENT,
+            port=cut_port,
+            tau={"tau_tokenizer_path": qwen25_dir, "tau_max_turns": 2, "tau_policy_url": oracle.url},
+        ),
+    }
+    servers = [
+        uvicorn.Server(uvicorn.Config(app_of(agent), host="127.0.0.1", port=port, log_level="warning"))
+        for port, agent in standalone.items()
+    ]
+    threads = [threading.Thread(target=server.run, daemon=True) for server in servers]
+    for thread in threads:
+        thread.start()
     try:
-        _wait_up(f"http://127.0.0.1:{dead_port}/", None)
+        for port in standalone:
+            _wait_up(f"http://127.0.0.1:{port}/", None)
         _wait_up(f"http://127.0.0.1:{agent_port}/", proc)
         yield Gym(("127.0.0.1", head_port), f"http://127.0.0.1:{agent_port}", oracle.url)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        dead_server.should_exit = head_server.should_exit = True
-        dead_thread.join(timeout=30)
-        head_thread.join(timeout=30)
+        head_server.should_exit = True
+        for server in servers:
+            server.should_exit = True
+        for thread in [*threads, head_thread]:
+            thread.join(timeout=30)
+
+
+TASK = "tau2/retail/train/57"
+"""A short oracle episode (no write, nothing to communicate)."""
+
+
+def _row(agent: str, task: str, seed: int) -> dict:
+    return {"responses_create_params": {"input": []}, "agent_ref": {"name": agent}, "task": task, "seed": seed}
+
+
+async def _collect(gym, out: Path) -> dict:
+    from nemo_gym.config_types import BaseServerConfig
+    from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper
+
+    rows = out.parent / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in [_row(AGENT, TASK, 7), _row(DEAD_USER_AGENT, TASK, 7)]))
+    config = RolloutCollectionConfig(
+        input_jsonl_fpath=str(rows), output_jsonl_fpath=str(out), num_repeats=2, upload_rollouts_to_wandb=False
+    )
+    helper = RolloutCollectionHelper()
+    results = await helper.run_from_config(config)
+    parity = await _collect_parity(helper, out.with_name("parity.jsonl"))
+    client = helper.setup_server_client(BaseServerConfig(host=gym.head[0], port=gym.head[1]))
+    played = next(r for r in results if r["agent_ref"]["name"] == AGENT)
+    calls = {
+        "seed": await client.post(server_name=AGENT, url_path="/seed_session", json={"task": TASK}),
+        "verify": await client.post(
+            server_name=AGENT,
+            url_path="/verify",
+            json={"responses_create_params": {"input": []}, "response": played["response"]},
+        ),
+        "no_task": await client.post(server_name=AGENT, url_path="/run", json=_row(AGENT, "tau2/retail", 1)),
+    }
+    answers = {name: (res.status, await res.json(content_type=None)) for name, res in calls.items()}
+    return {"results": results, "answers": answers, "parity": parity}
+
+
+@pytest.fixture(scope="session")
+def collected(gym, tmp_path_factory) -> dict:
+    """One rollout collection (2 copies of the oracle task on our agent, 2 on the dead-user agent) and a few
+    client calls, in one event loop (NeMo Gym's HTTP client is one global session)."""
+    out = tmp_path_factory.mktemp("gym") / "rollouts.jsonl"
+    found = asyncio.run(_collect(gym, out))
+    found["main"] = [json.loads(line) for line in out.read_text().splitlines()]
+    found["failures"] = [json.loads(line) for line in out.with_name("rollouts_failures.jsonl").read_text().splitlines()]
+    found["metrics"] = json.loads(out.with_name("rollouts_aggregate_metrics.json").read_text())
+    return found
+
+
+def _parity_agent(case: ParityCase) -> str:
+    if not case.settings:
+        return AGENT
+    assert dict(case.settings) == {"tau_max_turns": 2}, f"no agent in the head's config has {case.settings}"
+    return MAX_TURNS_AGENT
+
+
+async def _collect_parity(helper: Any, out: Path) -> dict[str, dict]:
+    """The parity cases (``tests/parity.py``) through NeMo Gym's rollout collection, one rollout each: what NeMo Gym
+    keeps (``out``) and what it sets aside as failed (``<out>_failures.jsonl``), by case name."""
+    from nemo_gym.rollout_collection import RolloutCollectionConfig
+
+    rows = out.with_name("parity_rows.jsonl")
+    cases = [{**_row(_parity_agent(c), c.task_name, c.seed), "parity_case": c.name} for c in PARITY_CASES]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in cases))
+    config = RolloutCollectionConfig(
+        input_jsonl_fpath=str(rows), output_jsonl_fpath=str(out), num_repeats=1, upload_rollouts_to_wandb=False
+    )
+    await helper.run_from_config(config)
+    found: dict[str, dict] = {}
+    for name, kept in ((out, True), (out.with_name("parity_failures.jsonl"), False)):
+        for line in name.read_text().splitlines() if name.exists() else []:
+            row = json.loads(line)
+            found[row["parity_case"]] = {**row, "kept": kept}
+    return found

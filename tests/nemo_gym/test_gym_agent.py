@@ -3,59 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.nemo_gym.conftest import AGENT, DEAD_USER_AGENT
-
-TASK = "tau2/retail/train/57"
-"""A short oracle episode (no write, nothing to communicate)."""
-
-
-def _row(agent: str, task: str, seed: int) -> dict:
-    return {"responses_create_params": {"input": []}, "agent_ref": {"name": agent}, "task": task, "seed": seed}
-
-
-async def _collect(gym, out: Path) -> dict:
-    from nemo_gym.config_types import BaseServerConfig
-    from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper
-
-    rows = out.parent / "rows.jsonl"
-    rows.write_text("".join(json.dumps(r) + "\n" for r in [_row(AGENT, TASK, 7), _row(DEAD_USER_AGENT, TASK, 7)]))
-    config = RolloutCollectionConfig(
-        input_jsonl_fpath=str(rows), output_jsonl_fpath=str(out), num_repeats=2, upload_rollouts_to_wandb=False
-    )
-    helper = RolloutCollectionHelper()
-    results = await helper.run_from_config(config)
-    client = helper.setup_server_client(BaseServerConfig(host=gym.head[0], port=gym.head[1]))
-    played = next(r for r in results if r["agent_ref"]["name"] == AGENT)
-    calls = {
-        "seed": await client.post(server_name=AGENT, url_path="/seed_session", json={"task": TASK}),
-        "verify": await client.post(
-            server_name=AGENT,
-            url_path="/verify",
-            json={"responses_create_params": {"input": []}, "response": played["response"]},
-        ),
-        "no_task": await client.post(server_name=AGENT, url_path="/run", json=_row(AGENT, "tau2/retail", 1)),
-    }
-    answers = {name: (res.status, await res.json(content_type=None)) for name, res in calls.items()}
-    return {"results": results, "answers": answers}
-
-
-@pytest.fixture(scope="session")
-def collected(gym, tmp_path_factory) -> dict:
-    """One rollout collection (2 copies of the oracle task on our agent, 2 on the dead-user agent) and a few
-    client calls, in one event loop (NeMo Gym's HTTP client is one global session)."""
-    out = tmp_path_factory.mktemp("gym") / "rollouts.jsonl"
-    found = asyncio.run(_collect(gym, out))
-    found["main"] = [json.loads(line) for line in out.read_text().splitlines()]
-    found["failures"] = [json.loads(line) for line in out.with_name("rollouts_failures.jsonl").read_text().splitlines()]
-    found["metrics"] = json.loads(out.with_name("rollouts_aggregate_metrics.json").read_text())
-    return found
+from tests.nemo_gym.conftest import AGENT, DEAD_USER_AGENT, TASK
 
 
 def test_rollout_collection_keeps_oracle_episodes_with_per_turn_tokens_and_taus_reward(collected):
