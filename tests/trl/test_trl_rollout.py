@@ -105,7 +105,9 @@ def test_import_slime_tau_plugin_does_not_import_trl():
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
-@pytest.mark.parametrize("prompt", ["tau2/retail/train", ["tau2/retail/train/1"], "tau9/retail/train/1"])
+@pytest.mark.parametrize(
+    "prompt", ["tau2/retail/train", ["tau2/retail/train/1"], "tau9/retail/train/1", "tau1/retail/test/0"]
+)
 def test_a_prompt_that_names_no_task_is_refused_in_one_line(prompt):
     from slime_tau_plugin.adapters.trl.rows import task_request
     from slime_tau_plugin.engine.config.tau_config import TauConfig

@@ -33,7 +33,9 @@ def task_request(prompt: Any, config: TauConfig) -> tuple[Any, dict[str, Any]]:
     """(prompt, metadata) as the engine's ``EpisodeRequest`` takes them, for a row's prompt.
 
     Raises:
-        ConfigError: the prompt is not ``BENCHMARK/DOMAIN/SPLIT/TASK_ID`` text, or names an unknown task set.
+        ConfigError: the prompt is not ``BENCHMARK/DOMAIN/SPLIT/TASK_ID`` text, names an unknown task set, or
+            another benchmark than ``tau_benchmark`` (the engine plays one benchmark per config: a τ-bench v1 row
+            would otherwise reach the τ² environment).
     """
     parts = prompt.strip().split("/", 3) if isinstance(prompt, str) else []
     if len(parts) != 4 or not all(parts):
@@ -45,4 +47,10 @@ def task_request(prompt: Any, config: TauConfig) -> tuple[Any, dict[str, Any]]:
     key = "task_index" if benchmark == "tau1" else "task_id"
     metadata: dict[str, Any] = {"benchmark": benchmark, "domain": domain, "split": split, key: task_id}
     task_ref_from_sample(None, metadata, config)  # an unknown benchmark/domain is refused here, in one line
+    if benchmark != config.benchmark:
+        raise ConfigError(
+            f"TRL prompt {prompt.strip()!r} is a {benchmark} task but tau_benchmark is {config.benchmark}: one "
+            f"benchmark per TauRollout (set tau_benchmark={benchmark}, or give {benchmark} rows a TauRollout of "
+            "their own)"
+        )
     return None, metadata
