@@ -104,3 +104,17 @@ def test_sample_without_append_response_tokens_gets_the_same_fields(
     assert_sample_invariants(plain)
     assert plain.tokens == rich.tokens and plain.loss_mask == rich.loss_mask
     assert plain.rollout_log_probs == rich.rollout_log_probs and plain.reward == rich.reward == 1.0
+
+
+def test_a_sample_of_another_benchmark_is_refused_naming_the_key(qwen25, qwen25_dir, oracle_server_factory):
+    """Data prepared for τ-bench v1 under a τ² config would play τ²'s task of the same id: refused, not played."""
+    pytest.importorskip("tau_bench")
+    from slime_tau_plugin.engine.errors import ConfigError
+
+    server = oracle_server_factory(qwen25, (("retail", "train"),))
+    metadata = {"benchmark": "tau1", "domain": "retail", "split": "test", "task_index": 0}
+    sample = Sample(prompt=0, metadata=metadata, session_id="other-benchmark")
+    with pytest.raises(ConfigError) as info:
+        asyncio.run(generate(slime_args(server, qwen25_dir), sample, SAMPLING))
+    message = str(info.value)
+    assert "tau_benchmark is tau2" in message and "tau1 task" in message and "\n" not in message

@@ -91,9 +91,18 @@ async def play_episode(
     except Exception as exc:  # the failure boundary: an unexpected build failure is a FAILED result too
         logger.exception("slime-tau-plugin could not build its resources for %r", config)
         return PlayedEpisode(failed_result(config, exc), None)
-    state = None
     try:
         ref = task()
+    except Exception as exc:  # the failure boundary: a sample that names no task is a FAILED result
+        logger.exception("episode (session %s) names no task it can play", session_id)
+        return PlayedEpisode(failed_result(config, exc), resources)
+    if ref.benchmark != config.benchmark:  # the config's environment would play another benchmark's task
+        raise ConfigError(
+            f"the sample names a {ref.benchmark} task ({ref.domain}/{ref.split}/{ref.task_id}) but tau_benchmark is "
+            f"{config.benchmark}: set tau_benchmark={ref.benchmark}, or train on data prepared for {config.benchmark}"
+        )
+    state = None
+    try:
         state = resume() if resume is not None else None
         result = await run_episode(
             resources,
