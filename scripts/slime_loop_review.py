@@ -84,8 +84,9 @@ def start_customer(invented: float, wrong: float, seed: int) -> tuple[Any, str, 
     return server, server.base_url, injected
 
 
-def check(args: Any, groups: list[list[Any]], tokenizer: Any) -> list[str]:
-    """What must hold on the step's samples; returns the failures (empty: pass)."""
+def check(args: Any, groups: list[list[Any]], tokenizer: Any, served: int) -> list[str]:
+    """What must hold on the step's samples (``served``: the customer server's request count); returns the
+    failures (empty: pass)."""
     from slime.ray import rollout
 
     from slime_tau_plugin.adapters.slime.advantages import post_process_rewards
@@ -144,6 +145,13 @@ def check(args: Any, groups: list[list[Any]], tokenizer: Any) -> list[str]:
         cells = [f"{raw[i]:.0f}/{advantages[i]:+.2f}{'*' if i in flagged else ''}" for i in range(g * n, g * n + n)]
         print("  " + "  ".join(cells))
     print(f"step metrics (review): {review}")
+    cost = {k.split("retail/")[-1]: round(v, 4) for k, v in metrics.items() if "/tau_user/cost_" in k}
+    counted = sum(s.metadata["tau_user_cost"]["user"]["requests"] for s in flat)
+    print(f"step metrics (customer cost): {cost}; requests counted {counted}, the server saw {served}")
+    if not cost.get("tau_user/cost_requests_per_episode") or not 0 < cost.get("tau_user/cost_wait_share", 0) <= 1:
+        bad.append(f"the step's customer cost is missing or out of range: {cost}")
+    if not 0 < counted <= served:  # slime's over-sampling aborts groups: their requests are not in the step
+        bad.append(f"the step's samples count {counted} customer requests, the server saw {served}")
     if not flagged:
         bad.append("no episode was flagged: raise --invented-share")
     if not mixed:
@@ -194,7 +202,7 @@ def main() -> int:
             if user is not None:
                 user.stop()
     print(f"customer openings: {dict(injected)}")
-    bad = check(args, out.samples, load_tokenizer(tok))
+    bad = check(args, out.samples, load_tokenizer(tok), user.requests.total)
     for line in bad:
         print(f"FAIL: {line}")
     print("PASS" if not bad else f"FAIL ({len(bad)} checks)")

@@ -126,7 +126,11 @@ def test_rollout_with_the_built_in_llm_user(tau2_backend, qwen25_dir, tmp_path, 
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     first_user = [m for m in rows[0]["metadata"]["messages"] if m["role"] == "user"][0]["content"]
     assert "(Ticket:" not in first_user  # the LLM user spoke, not the scripted one
-    assert f"τ package: {version['tau_package']}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"τ package: {version['tau_package']}" in printed
+    requests = sum(r["metadata"]["tau_user_cost"]["user"]["requests"] for r in rows)
+    assert summary["tau_user/cost_requests_per_episode"] == requests / 4 > 0
+    assert f"customer/episode: {requests / 4:.1f} requests" in printed, "the summary says what the customer cost"
 
 
 def test_a_run_in_which_no_sample_was_scored_exits_1_and_reports_no_reward(qwen25_dir, tmp_path, capsys):

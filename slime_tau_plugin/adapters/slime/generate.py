@@ -20,6 +20,7 @@ from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.metrics import eval_clock
 from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_tokens, stale_mask, stored_state, suspends
 from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.cost import COST_KEY
 from slime_tau_plugin.engine.episode.result import EpisodeResult
 from slime_tau_plugin.engine.episode.state import METADATA_KEY
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
@@ -195,6 +196,7 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
         meta["failed_endpoint"] = result.failed_endpoint.value  # the failure guard reads it (group_filter.py)
     if result.review is not None:
         meta["tau_review"] = result.review.as_metadata()  # the verdict: tags, severity, the message it points at
+    meta[COST_KEY] = result.cost.as_metadata()  # what the customer and its review cost (tau_user/cost_* metrics)
     if config.record_messages:
         meta["messages"] = list(result.messages)
         meta["tools"] = list(result.tools)

@@ -65,10 +65,12 @@ EXTRA_FIELD_KEYS = (
     "template_fallbacks", "user_tool_errors", "template_mode", "tau_reward", "reward_info", "error", "failed_endpoint",
     "tau_package", "tau_version",
     "episode_wall_s", "time_policy_s", "time_env_s", "time_user_s", "min_global_steps", "max_global_steps",
-    "messages", "tools", "reward_extra_info",
+    "messages", "tools", "reward_extra_info", "tau_review", "tau_user_cost",
 )  # fmt: skip
 """Every output has exactly these: verl concatenates workers' batches and needs one key set. ``tool_call_counts`` is
-the episode's tool calls under the name verl's ``compute_data_metrics`` reads (``tool_call_counts/mean``)."""
+the episode's tool calls under the name verl's ``compute_data_metrics`` reads (``tool_call_counts/mean``);
+``tau_review`` is the customer review's verdict (slime's ``metadata["tau_review"]``; None when not reviewed) and
+``tau_user_cost`` what the customer cost (``CustomerCost.as_metadata``)."""
 
 ROUTED_SHAPES = "verl: routed-experts shape by model"
 """The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
@@ -233,6 +235,7 @@ class TauAgentLoop(AgentLoopBase):
             status, failed_endpoint = SampleStatus.FAILED, FailedEndpoint.CONFIG
         record = self.tau_config.record_messages
         low, high = _weight_versions(summary, dispatched_steps)
+        is_customer_error = result.review is not None and result.review.excluded  # left out of pass^k, counted
         return {
             "tau_task": f"{task.benchmark}/{task.domain}/{task.split}/{task.task_id}",
             "status": status.value,
@@ -262,7 +265,10 @@ class TauAgentLoop(AgentLoopBase):
                 "tool_call_counts": c.tool_calls,
                 "parse_errors": c.parse_errors,
                 "failed": float(not trains),
+                "customer_error": float(is_customer_error),
             },
+            "tau_review": result.review.as_metadata() if result.review is not None else None,
+            "tau_user_cost": result.cost.as_metadata(),
         }
 
     def _routed_experts(self, summary: VerlEpisodeSummary, total: int, trains: bool) -> Any:

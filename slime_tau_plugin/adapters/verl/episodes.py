@@ -6,8 +6,11 @@ into sample-like values (``status``, ``metadata``, ``reward``), which the run's 
 slime's samples (``engine/metrics/failure_guard.py``: the same thresholds and stop line, not a twin). Metric keys follow
 verl's ``<section>/<name>`` convention and the slime path's names: ``tau/<benchmark>/<domain>/<metric>``
 (``reward_mean``, ``pass_rate``, ``status/<status>``, ``termination/<reason>``, ``<counter>_per_episode``,
-``turns_mean``) and ``tau/failed/<endpoint>`` (share of the step's episodes) per step;
-``val-core/<data_source>/tau/pass^k`` at validation. Imports no verl.
+``turns_mean``; the customer review's ``review/*``, e.g. ``review/excluded``: the episodes taken out as
+``user_error``, a count, and what the customer cost, ``tau_user/cost_*``: the slime path's own functions) and
+``tau/failed/<endpoint>`` (share of the step's episodes) per step; ``val-core/<data_source>/tau/pass^k`` at
+validation, over the rows that are evidence (a FAILED row, a customer error among them, is left out and counted in
+``val-core/<data_source>/tau/left_out``, as slime's eval does). Imports no verl.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
+from slime_tau_plugin.engine.metrics.customer_cost import cost_metrics
 from slime_tau_plugin.engine.metrics.failure_guard import (
     DEFAULT_MAX_FAILED_SHARE,
     DEFAULT_WINDOW_GROUPS,
@@ -28,6 +32,7 @@ from slime_tau_plugin.engine.metrics.failure_guard import (
     failure_endpoint,
 )
 from slime_tau_plugin.engine.metrics.noise import per_task_pass_k
+from slime_tau_plugin.engine.review.metrics import review_metrics
 
 SUCCESS = 1.0 - 1e-6
 """A reward at or above this is a τ success (reward 1), as in slime's metrics."""
@@ -107,7 +112,8 @@ def _domain_numbers(group: Sequence[EpisodeView]) -> dict[str, float]:
     out |= {f"status/{s.value}": statuses[s] / n for s in SampleStatus if s is not SampleStatus.PENDING}
     ends = Counter(str(m.get("termination_reason")) for m in metas)
     out |= {f"termination/{r.value}": ends[r.value] / n for r in TerminationReason}
-    return out
+    out |= review_metrics(metas, [str(m.get("task_id")) for m in metas])  # as slime's: user_error counted per step
+    return out | cost_metrics(metas)
 
 
 def _num(meta: Mapping[str, Any], key: str) -> float:
@@ -115,18 +121,37 @@ def _num(meta: Mapping[str, Any], key: str) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def validation_pass_k(data_sources: Sequence[str], uids: Sequence[Any], successes: Sequence[Any]) -> dict[str, float]:
+def validation_pass_k(
+    data_sources: Sequence[str],
+    uids: Sequence[Any],
+    successes: Sequence[Any],
+    failed: Sequence[Any] | None = None,
+    customer_errors: Sequence[Any] | None = None,
+) -> dict[str, float]:
     """τ's pass^k per data source from verl's validation lists (a task's samples share a ``uid``).
 
     verl's own ``best@k`` is pass@k (any of k succeeds); τ reports pass^k (all k succeed), k = 1 .. the fewest
     samples any task has. ``successes`` is the rows' ``reward_extra_info["acc"]`` (None for a row another loop
-    filled: skipped).
+    filled: skipped). ``failed`` (``reward_extra_info["failed"]``): rows that are no evidence, left out and counted in
+    ``tau/left_out``; ``customer_errors``: those the customer review took out, also counted in
+    ``tau/review/excluded_from_pass_k`` (slime's eval names).
     """
+    rows = len(successes)
+    failed = list(failed) if failed is not None and len(failed) == rows else [None] * rows
+    customer = list(customer_errors) if customer_errors is not None and len(customer_errors) == rows else [None] * rows
     by_source: dict[str, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for source, uid, acc in zip(data_sources, uids, successes, strict=True):
-        if acc is not None:
-            by_source[str(source)][uid].append(int(float(acc) >= SUCCESS))
-    out: dict[str, float] = {}
+    left: Counter[str] = Counter()
+    excluded: Counter[str] = Counter()
+    for source, uid, acc, lost, theirs in zip(data_sources, uids, successes, failed, customer, strict=True):
+        if acc is None:
+            continue
+        if lost is not None and float(lost) > 0:
+            left[str(source)] += 1
+            excluded[str(source)] += int(theirs is not None and float(theirs) > 0)
+            continue
+        by_source[str(source)][uid].append(int(float(acc) >= SUCCESS))
+    out: dict[str, float] = {f"val-core/{source}/tau/left_out": float(count) for source, count in left.items()}
+    out |= {f"val-core/{s}/tau/review/excluded_from_pass_k": float(c) for s, c in excluded.items() if c}
     for source, tasks in sorted(by_source.items()):
         wins = [sum(v) for v in tasks.values()]
         trials = [len(v) for v in tasks.values()]

@@ -98,7 +98,8 @@ class TauTrainerMixin:
         )
         successes = reward_extra_infos_dict.get("acc")
         if successes is not None and len(successes) == len(data_sources):
-            out |= validation_pass_k(list(data_sources), list(sample_uids), list(successes))
+            failed, customer = reward_extra_infos_dict.get("failed"), reward_extra_infos_dict.get("customer_error")
+            out |= validation_pass_k(list(data_sources), list(sample_uids), list(successes), failed, customer)
         return out
 
 

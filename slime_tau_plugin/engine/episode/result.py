@@ -13,6 +13,7 @@ import enum
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from slime_tau_plugin.engine.episode.cost import CustomerCost
 from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.episode.task_ref import TaskRef
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
@@ -188,3 +189,5 @@ class EpisodeResult:
     """An ABORTED episode's resumable state, when its caller asked to suspend (``run_episode(suspend=True)``)."""
     review: Verdict | None = None
     """What the review of the customer found (``review/``); None when the episode was not reviewed."""
+    cost: CustomerCost = CustomerCost()
+    """What the customer and its review cost (``cost.py``): requests, tokens, waits; zeros for the scripted one."""

@@ -103,6 +103,8 @@ class EpisodeState(BaseModel):
     env_s: float = 0.0
     user_s: float = 0.0
     net_retries: int = 0
+    customer_cost: dict[str, Any] = Field(default_factory=dict)
+    """What the customer cost before this suspension (``CustomerCost.as_metadata``): a resume adds to it."""
     suspensions: int = Field(0, ge=0)
     """How many times the episode was suspended before this state (this one included)."""
     turns_before: int = Field(0, ge=0)

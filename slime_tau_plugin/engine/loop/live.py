@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from slime_tau_plugin.engine.chat.templates import ChatTemplate
 from slime_tau_plugin.engine.chat.tool_calls import ToolCallParser
+from slime_tau_plugin.engine.episode.cost import ChatCost, CustomerCost
 from slime_tau_plugin.engine.episode.limits import StepLedger
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, EpisodeResult, EpisodeTimings, TerminationReason
 from slime_tau_plugin.engine.episode.state import EpisodeState, segment_states
@@ -24,7 +25,7 @@ from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.errors import EnvBackendError, FailedEndpoint, TauPluginError, UserSimulatorError
 from slime_tau_plugin.engine.loop.blocking import run_blocking
 from slime_tau_plugin.engine.loop.env_log import RecordingSession
-from slime_tau_plugin.engine.net.stats import NetStats
+from slime_tau_plugin.engine.net.stats import ChatMeter, NetStats
 from slime_tau_plugin.engine.users.simulators import UserSimulator, UserTurn
 
 T = TypeVar("T")
@@ -70,11 +71,21 @@ class LiveEpisode:
     """Retries, waits and user usage (``endpoints.py``); also the episode's deadline."""
     user_info: dict[str, Any] = field(default_factory=dict)
     resumed: ResumeStats = ResumeStats()
+    cost_before: CustomerCost = CustomerCost()
+    """What the customer cost on earlier legs (a resumed episode)."""
+    review_cpu_s: float = 0.0
+    """CPU time of the review's deterministic checks (``loop/review.py``)."""
     ended: TerminationReason | None = None
     """Set when the episode is over before the model's first turn (a task whose history ends with the user's stop)."""
 
     def active_s(self) -> float:
         return self.active_before_s + time.perf_counter() - self.t0
+
+    def customer_cost(self) -> CustomerCost:
+        """What the customer and its review have cost so far, earlier legs included."""
+        net = self.net
+        now = CustomerCost(_frozen(net.user_chat), _frozen(net.judge_chat), self.review_cpu_s, self.active_s())
+        return now.plus(self.cost_before)
 
     def count_user_turn(self, turn: UserTurn) -> None:
         """τ²'s steps and errors for a user message: one step for it, two per tool call it made first (the call
@@ -113,6 +124,7 @@ class LiveEpisode:
             template_mode=self.template.mode.value if self.template is not None else "",
             tools_in_prompt=self.template.tools_in.value if self.template is not None else "",
             state=state,
+            cost=self.customer_cost(),
         )
 
     def to_state(self, env_hash: str) -> EpisodeState:
@@ -141,9 +153,14 @@ class LiveEpisode:
             env_s=self.env_s,
             user_s=self.user_s,
             net_retries=self.net.retries,
+            customer_cost=self.customer_cost().as_metadata(),
             suspensions=self.resumed.suspensions + 1,
             turns_before=self.num_turns,
         )
+
+
+def _frozen(meter: ChatMeter) -> ChatCost:
+    return ChatCost(meter.requests, meter.failed, meter.prompt_tokens, meter.completion_tokens, meter.wait_s)
 
 
 class EpisodeCalls:

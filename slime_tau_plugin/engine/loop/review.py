@@ -10,6 +10,7 @@ untouched either way: a reviewed episode holds the same ids it was played with.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from slime_tau_plugin.engine.errors import FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_cpu
 from slime_tau_plugin.engine.loop.start import prompt_messages
 from slime_tau_plugin.engine.review.checks import ReviewInput, run_checks
-from slime_tau_plugin.engine.review.verdict import Finding, Verdict
+from slime_tau_plugin.engine.review.verdict import Finding, ReviewCheck, Verdict
 from slime_tau_plugin.engine.users.review_judge import JudgeReviewer, is_selected
 from slime_tau_plugin.engine.users.simulators import LLMUser
 
@@ -61,7 +62,8 @@ async def review_episode(
     if not settings.enabled or result.trajectory is None or not result.termination.is_trainable:
         return result
     review = review_input(ep, result, settings)
-    findings = await run_cpu(run_checks, review, settings.checks)  # off the event loop, like a continuation
+    findings, cpu_s = await run_cpu(_timed_checks, review, settings.checks)  # off the event loop
+    ep.review_cpu_s += cpu_s
     judged, judge_error = False, None
     if judge is not None and is_selected(settings.judge_share, key):
         guidelines = str(ep.user.history[0].get("content") or "") if isinstance(ep.user, LLMUser) else ""
@@ -71,7 +73,14 @@ async def review_episode(
         findings = sorted([*findings, *extra], key=lambda f: f.message_index)
         judged = judge_error is None
     verdict = Verdict(tuple(findings), settings.checks, judged, judge_error, reward=float(result.reward))
-    return apply_verdict(result, verdict, settings)
+    return replace(apply_verdict(result, verdict, settings), cost=ep.customer_cost())  # the review's cost too
+
+
+def _timed_checks(review: ReviewInput, checks: tuple[ReviewCheck, ...]) -> tuple[list[Finding], float]:
+    """The checks' findings and the CPU time they took in this (pool) thread: what the review costs."""
+    t0 = time.thread_time()
+    findings = run_checks(review, checks)
+    return findings, time.thread_time() - t0
 
 
 def apply_verdict(result: EpisodeResult, verdict: Verdict, settings: ReviewSettings) -> EpisodeResult:

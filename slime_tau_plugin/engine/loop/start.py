@@ -11,6 +11,7 @@ simulator given back its snapshot, the trajectory, counters and clocks as they w
 from __future__ import annotations
 
 from slime_tau_plugin.engine.envs.base import FirstMove, MessageHistory
+from slime_tau_plugin.engine.episode.cost import CustomerCost
 from slime_tau_plugin.engine.episode.limits import StepLedger
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, TerminationReason
 from slime_tau_plugin.engine.episode.state import EpisodeState
@@ -98,6 +99,7 @@ async def resume(
     ep.user_s += state.user_s
     ep.active_before_s = state.active_s
     ep.net.retries += state.net_retries
+    ep.cost_before = CustomerCost.from_metadata(state.customer_cost)
     ep.resumed = ResumeStats(state.suspensions, state.turns_before)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
+from slime_tau_plugin.engine.metrics.customer_cost import cost_metrics
 from slime_tau_plugin.engine.metrics.noise import pass_k_intervals
 from slime_tau_plugin.engine.review.metrics import is_customer_error, review_metrics
 
@@ -138,6 +139,7 @@ def domain_summary(group: Sequence[Any]) -> dict[str, float]:
     stats["tokens/trainable_mean"] = trainable / n
     stats["tokens/trainable_fraction"] = trainable / response if response else 0.0
     stats |= review_metrics(metas, [_task_of(s) for s in group])
+    stats |= cost_metrics(metas)  # tau_user/cost_*: what the customer and its review cost
     stats["nl_assertions_excluded_rate"] = sum("nl_assertions" in (m.get("reward_info") or {}) for m in metas) / n
     return stats
 

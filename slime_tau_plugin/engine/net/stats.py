@@ -1,7 +1,9 @@
 """One episode's network bookkeeping: :class:`NetStats`, found through a context variable.
 
-Retries, time waiting out outages and for slots, the user simulator's token usage and, where a role has several
-replicas (``replicas.py``), the requests and failures each replica took. The clients count into the running
+Retries, time waiting out outages and for slots, the user simulator's token usage, what each chat endpoint (the
+customer's, the review judge's) took in requests, tokens and waiting (:class:`ChatMeter`, frozen into the episode's
+``CustomerCost`` by ``loop/live.py``) and, where a role has several replicas (``replicas.py``), the requests and
+failures each replica took. The clients count into the running
 episode's stats through :func:`current_stats`, so no client signature carries them; the numbers land in
 ``sample.metadata`` (``as_metadata``) and slime's metrics (``adapters/slime/metrics.py``). Imports nothing of ours.
 """
@@ -12,6 +14,19 @@ import contextlib
 import contextvars
 import time
 from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class ChatMeter:
+    """One chat endpoint's running counts in an episode (``users/chat_client.py`` counts into it)."""
+
+    requests: int = 0
+    """HTTP requests sent, each try counted."""
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wait_s: float = 0.0
+    """Time spent in ``ChatClient.complete``: requests, backoff, slot and outage waits."""
 
 
 @dataclass(slots=True)
@@ -32,6 +47,10 @@ class NetStats:
     user_completion_tokens: int = 0
     user_latency_s: float = 0.0
     """Time the user simulator's HTTP requests took (its tools and our own CPU excluded)."""
+    user_chat: ChatMeter = field(default_factory=ChatMeter)
+    """The customer's endpoint: every try, its tokens, the episode's wait for it."""
+    judge_chat: ChatMeter = field(default_factory=ChatMeter)
+    """The review judge's endpoint (its requests run in a context of their own that shares this meter)."""
     replica_requests: dict[str, int] = field(default_factory=dict)
     """Requests sent to each replica of a role that has several (``"<role> <url>"`` -> count)."""
     replica_failures: dict[str, int] = field(default_factory=dict)

@@ -8,7 +8,8 @@ rubric below says the same in our words. ``turn_idx`` is the number each message
 send, which is its index in the episode's messages, so a judge finding points at a message like a check's does.
 
 The request runs on the event loop like the LLM user's (our async ``ChatClient``: retries, replicas), bounded by
-the judge's timeout and by what is left of the episode's deadline, outside the episode's user-cost counters. A
+the judge's timeout and by what is left of the episode's deadline, in a context of its own (no episode retry budget,
+no user-token budget) whose requests, tokens and wait count into the episode's judge meter (``CustomerCost.judge``). A
 failed or unreadable answer is a judge failure: recorded in the verdict (``judge_error``) and counted
 (``review/judge_failed``), never read as a clean customer.
 """
@@ -26,6 +27,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from slime_tau_plugin.engine.errors import TauPluginError
+from slime_tau_plugin.engine.net.endpoints import EndpointRole
+from slime_tau_plugin.engine.net.stats import NetStats, current_stats, episode_stats
 from slime_tau_plugin.engine.review.verdict import Finding, ReviewCheck, ReviewTag, Severity
 from slime_tau_plugin.engine.users.chat_client import ChatClient
 
@@ -135,8 +138,10 @@ class JudgeReviewer:
                 ),
             },
         ]
-        # a fresh context: the judge's tokens are not the customer's (the episode's user-cost counters)
-        call = asyncio.create_task(self.client.complete(prompt), context=contextvars.Context())
+        # a context of its own: the judge's tokens are not the customer's, but its meter is the episode's
+        episode = current_stats()
+        own = NetStats(judge_chat=episode.judge_chat) if episode is not None else NetStats()
+        call = asyncio.create_task(self._ask(prompt, own), context=contextvars.Context())
         try:
             answer = await asyncio.wait_for(call, left)
             return parse_answer(str(answer.get("content") or ""), customer), None
@@ -145,13 +150,17 @@ class JudgeReviewer:
         except (TauPluginError, ValueError) as exc:
             return [], f"{type(exc).__name__}: {exc}"
 
+    async def _ask(self, prompt: list[dict[str, Any]], stats: NetStats) -> dict:
+        with episode_stats(stats):
+            return await self.client.complete(prompt)
+
 
 def review_judge(config: TauConfig) -> JudgeReviewer | None:
     """The process's judge reviewer for ``config``; None when no share of episodes is judged."""
     endpoint = config.judge_endpoint()
     if config.review_judge_share <= 0 or endpoint is None:
         return None
-    client = ChatClient(endpoint, what="user-review judge")
+    client = ChatClient(endpoint, what="user-review judge", role=EndpointRole.JUDGE)
     return JudgeReviewer(client, endpoint.timeout_s)
 
 

@@ -258,7 +258,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"  τ package: {', '.join(d['tau_package']) or 'unknown'}",
         ]
         lines += [f"  error in {count} samples: {in_cli_terms(e)}" for e, count in (d.get("errors") or {}).items()]
-        lines += [line for line in (review_summary_line(d),) if line]
+        lines += [line for line in (review_summary_line(d), cost_summary_line(d)) if line]
         if d["nl_assertions_excluded_rate"]:
             excluded = round(d["nl_assertions_excluded_rate"] * d["samples"])
             lines.append(
@@ -267,6 +267,24 @@ def format_summary(summary: dict[str, Any]) -> str:
             )
     lines.append(f"{summary['samples']} samples in {summary['wall_s']:.1f}s")
     return "\n".join(lines)
+
+
+def cost_summary_line(d: dict[str, Any]) -> str:
+    """What the customer cost per episode (``tau_user/cost_*``), when it made requests or was judged; else ""."""
+    c = {k.removeprefix("tau_user/cost_"): v for k, v in d.items() if k.startswith("tau_user/cost_")}
+    if not c.get("requests_per_episode") and not c.get("judge_requests_per_episode"):
+        return ""
+    line = (
+        f"  customer/episode: {c['requests_per_episode']:.1f} requests ({c['failed_requests_per_episode']:.1f} "
+        f"failed), tokens {c['prompt_tokens_per_episode']:.0f} in / {c['completion_tokens_per_episode']:.0f} out, "
+        f"{c['wait_share']:.1%} of wall time waiting"
+    )
+    if c.get("judge_requests_per_episode"):
+        line += (
+            f" | review judge: {c['judge_requests_per_episode']:.1f} requests, "
+            f"{c['judge_tokens_per_episode']:.0f} tokens, {c['judge_wait_share']:.1%} of wall time"
+        )
+    return line
 
 
 def _with_interval(d: dict[str, Any], key: str) -> str:

@@ -13,7 +13,8 @@ Latency and failures can be injected (``latency_s``, ``fail_first``, ``fail_stat
 timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faults/spec.py``, target ``user`` or
 ``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
 (``http_base.py``), an empty answer or one with only a tool call (here), and a customer that answers
-well-formed and wrong (``customer_faults.py``: what the review must catch). ``GET /faults`` counts them.
+well-formed and wrong (``customer_faults.py``: what the review must catch). ``GET /faults`` counts them;
+``GET /requests`` counts the chat requests it was sent (``{"total": n}``, failed ones included).
 """
 
 from __future__ import annotations
@@ -109,7 +110,10 @@ class ChatUserServer(JSONServer):
         return f"{self.url}/v1"
 
     def get_routes(self) -> dict[str, Callable[[], Reply]]:
-        return {"/v1/models": lambda: (200, {"data": [{"id": "scripted-user", "object": "model"}]})}
+        return {
+            "/v1/models": lambda: (200, {"data": [{"id": "scripted-user", "object": "model"}]}),
+            "/requests": lambda: (200, {"total": self.requests.total}),  # what it served (benchmarks/user_cost.py)
+        }
 
     def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
         return {"/v1/chat/completions": self.complete}
