@@ -58,7 +58,8 @@ def logged(monkeypatch, rollout_id: int, args, groups) -> dict[str, float]:
 
 def test_a_finished_sibling_handed_back_is_trained_two_versions_late(oracle, qwen25_dir, tau2_backend, monkeypatch):
     """train.py: a push after every step. A sibling that finished in step 0 while its group was aborted comes
-    back COMPLETED (``--partial-rollout``) and trains in step 2: every id it holds is 2 versions old."""
+    back COMPLETED (``--partial-rollout``) and trains in step 2: every id it holds is 2 versions old, older than
+    ``tau_max_weight_lag: 1``, so the hook masks it (the episode-level mask never saw it again)."""
     args = slime_args(oracle, qwen25_dir, partial_rollout=True, tau_max_weight_lag=1)
     push(oracle, 1)
     fresh, sibling = (played(oracle, qwen25_dir, tau2_backend, i) for i in (0, 1))
@@ -68,14 +69,17 @@ def test_a_finished_sibling_handed_back_is_trained_two_versions_late(oracle, qwe
     push(oracle, 2)
     push(oracle, 3)
     late = played(oracle, qwen25_dir, tau2_backend, 2)
-    step2 = logged(monkeypatch, 2, args, [[sibling, late]])
     old, new = sum(sibling.loss_mask), sum(late.loss_mask)
+    step2 = logged(monkeypatch, 2, args, [[sibling, late]])
     assert step2[LAG + "train_version"] == 3
     assert step2[LAG + "tokens_2"] == pytest.approx(old / (old + new))
     assert step2[LAG + "tokens_0"] == pytest.approx(new / (old + new))
     assert step2[LAG + "stale_token_share"] == pytest.approx(old / (old + new))  # older than tau_max_weight_lag 1
     assert step2[LAG + "mean"] == pytest.approx(2 * old / (old + new)) and step2[LAG + "max"] == 2
     assert sibling.metadata["tau_train_lag"] == 2 and late.metadata["tau_train_lag"] == 0
+    # and the hook masks them: slime converts these very samples to train data next
+    assert sum(sibling.loss_mask) == 0 and not any(sibling.rollout_log_probs)
+    assert sum(late.loss_mask) == new and any(late.rollout_log_probs)
 
 
 def test_a_queued_fully_async_sample_trains_one_version_late(oracle, qwen25_dir, tau2_backend, monkeypatch):
@@ -92,7 +96,7 @@ def test_a_queued_fully_async_sample_trains_one_version_late(oracle, qwen25_dir,
     step1 = logged(monkeypatch, 1, args, [[queued]])
     assert step1[LAG + "train_version"] == 2 and step1[LAG + "tokens_1"] == 1.0
     assert LAG + "stale_token_share" not in step1, "no limit set: no stale share"
-    assert queued.metadata["tau_train_lag"] == 1
+    assert queued.metadata["tau_train_lag"] == 1 and queued.loss_mask == mask, "no limit: nothing masked"
 
 
 @pytest.mark.parametrize("value", [-1, "two", 1.5])

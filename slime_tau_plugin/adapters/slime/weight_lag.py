@@ -13,8 +13,12 @@ newer than that (a push the assumption missed) moves the clock forward: no lag i
 
 ``generate`` stores where each trainable segment lies in the response and the version that sampled it
 (``metadata["tau_version_spans"]``, :func:`version_spans`); the rollout log hook calls :func:`lag_metrics`
-with the step's samples, whose loss masks are then what slime trains on. Versions that are not integers
-(SGLang's ``"default"`` before any push) count as ``unknown``. Imports no slime.
+with the step's samples, whose loss masks are then what slime trains on: slime calls it on the very ``Sample``
+objects it converts to train data next (``RolloutManager.generate``: ``log_rollout_data``, then
+``_convert_samples_to_train_data``). There :func:`mask_stale` enforces ``tau_max_weight_lag`` against the trainer's
+version (loss mask and log-prob 0 for older ids), which also reaches what the episode-level mask cannot: finished
+siblings handed back and queued groups. Versions that are not integers (SGLang's ``"default"`` before any push)
+count as ``unknown`` and are never masked. Imports no slime.
 """
 
 from __future__ import annotations
@@ -27,7 +31,16 @@ from typing import Any
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.shared import shared_state
 
-__all__ = ["HIST_TOP", "SPANS_KEY", "TrainClock", "lag_metrics", "sample_lags", "train_clock", "version_spans"]
+__all__ = [
+    "HIST_TOP",
+    "SPANS_KEY",
+    "TrainClock",
+    "lag_metrics",
+    "mask_stale",
+    "sample_lags",
+    "train_clock",
+    "version_spans",
+]
 
 SPANS_KEY = "tau_version_spans"
 """Sample metadata: ``[[start, length, version], ...]``, one per trainable segment that reports a version."""
@@ -116,7 +129,8 @@ def lag_metrics(samples: Iterable[Any], rollout_id: int, max_lag: int | None) ->
     mean and max lag, and with ``max_lag`` the share of trainable ids older than it (``lag/stale_token_share``).
 
     Writes each sample's ``tau_train_version`` and ``tau_train_lag`` (its oldest trainable id's lag) into its
-    metadata; an empty dict when no sample trains on anything."""
+    metadata; an empty dict when no trainable id has a known version (nothing trains, or nothing says its weights:
+    samples another ``generate`` filled)."""
     samples = list(samples)
     newest = max((v for s in samples for v in _versions(s) if v is not None), default=None)
     version = train_clock().version_at(rollout_id, newest)
@@ -129,17 +143,16 @@ def lag_metrics(samples: Iterable[Any], rollout_id: int, max_lag: int | None) ->
             sample.metadata["tau_train_version"] = version
             sample.metadata["tau_train_lag"] = max(known, default=None)
     n = sum(total.values())
-    if not n:
-        return {}
     known_n = n - total[None]
+    if not known_n:
+        return {}
     out = {f"lag/tokens_{k}": total[k] / n for k in range(HIST_TOP)}
     out[f"lag/tokens_{HIST_TOP}plus"] = sum(c for k, c in total.items() if k is not None and k >= HIST_TOP) / n
     out["lag/tokens_unknown"] = total[None] / n
     if version is not None:
         out["lag/train_version"] = float(version)
-    if known_n:
-        out["lag/mean"] = sum(k * c for k, c in total.items() if k is not None) / known_n
-        out["lag/max"] = float(max(k for k in total if k is not None))
+    out["lag/mean"] = sum(k * c for k, c in total.items() if k is not None) / known_n
+    out["lag/max"] = float(max(k for k in total if k is not None))
     if max_lag is not None:
         out["lag/stale_token_share"] = sum(c for k, c in total.items() if k is not None and k > max_lag) / n
     return out
@@ -147,3 +160,24 @@ def lag_metrics(samples: Iterable[Any], rollout_id: int, max_lag: int | None) ->
 
 def _versions(sample: Any) -> Sequence[int | None]:
     return [_as_int(v) for _, _, v in (getattr(sample, "metadata", None) or {}).get(SPANS_KEY) or []]
+
+
+def mask_stale(samples: Iterable[Any], max_lag: int | None) -> int:
+    """Zero the loss mask (and log-prob, the invariant of docs/ARCHITECTURE.md) of every id more than ``max_lag``
+    versions older than the weights that train it (``tau_train_version``, written by :func:`lag_metrics`);
+    returns how many trainable ids it masked (None: masks nothing)."""
+    masked = 0
+    for sample in samples if max_lag is not None else ():
+        meta = getattr(sample, "metadata", None) or {}
+        version, mask = meta.get("tau_train_version"), getattr(sample, "loss_mask", None)
+        if version is None or mask is None:
+            continue
+        for start, size, v in meta.get(SPANS_KEY) or []:
+            old = _as_int(v)
+            if old is None or version - old <= max_lag:
+                continue
+            masked += sum(mask[start : start + size])
+            mask[start : start + size] = [0] * size
+            if (log_probs := getattr(sample, "rollout_log_probs", None)) is not None:
+                log_probs[start : start + size] = [0.0] * size
+    return masked
