@@ -102,7 +102,7 @@ def main() -> int:
                     failures += [
                         f"step {step} sample {s.index}: {why}"
                         for s, full in zip(flat, fulls, strict=True)
-                        if (why := partial.check(s, full, step, masked=False)) is not None
+                        if (why := partial.check(s, full, step, masked=ns.max_weight_lag is not None)) is not None
                     ]
             if ns.user == "dead":
                 failures.append(f"the run did not stop in {ns.steps} steps ({time.monotonic() - t0:.1f} s)")

@@ -106,7 +106,8 @@ def check(sample, full, rollout_id: int, masked: bool) -> str | None:
     if any(a > b for a, b in zip(ours, want, strict=True)):
         return "a template id is trainable"
     handed_back = meta.get("start_rollout_id", rollout_id) < rollout_id  # slime zeroes even finished siblings
-    if ours != want and not (masked and (meta.get("tau_suspensions") or handed_back)):
+    late = meta.get("tau_train_lag") or 0  # tau_max_weight_lag at train time: a queued fully-async group too
+    if ours != want and not (masked and (meta.get("tau_suspensions") or handed_back or late)):
         return "loss mask differs"
     if sample.index in restarted(rollout_id):
         return f"handed back ABORTED from step {meta.get('start_rollout_id')} without its state: restarted from turn 1"
@@ -151,8 +152,9 @@ def main() -> int:
                 lags.step(step, flat)  # what the log hook logs: slime trains these samples now
                 slime_lag.push(url, step + 2)  # after the step trains
                 fulls = asyncio.run(uninterrupted(args, flat))
+                masked = ns.mask_offpolicy or ns.max_weight_lag is not None  # resumed / handed back: masks allowed
                 for sample, full in zip(flat, fulls, strict=True):
-                    if (why := check(sample, full, step, ns.mask_offpolicy)) is not None:
+                    if (why := check(sample, full, step, masked)) is not None:
                         failures.append(f"step {step} sample {sample.index}: {why}")
                 metas = [s.metadata for s in flat]
                 turns = collections.Counter(m["num_turns"] for m in metas)
