@@ -1,8 +1,9 @@
 """Weight lag when a sample is trained: how many weight versions older than the trainer's each trainable id is.
 
 slime's drivers push the actor's weights to the rollout engines once before the first rollout and once after
-every train step (``train.py`` always; ``train_async.py`` with ``--update-weights-interval 1``, its default and
-the launch scripts' setting), and no push falls inside the first rollout a process generates. So the weights
+every train step (``train.py`` always; ``train_async.py`` with ``--update-weights-interval 1``, its default, which
+the launch scripts keep), and no push falls inside the first rollout a process generates (a restarted run counts
+versions from its own first push again, as slime's weight updater does). So the weights
 that train rollout ``r`` are version ``V0 + (r - r0)``, where ``r0`` is the first rollout this process logs and
 ``V0`` the version that sampled it, in both drivers (``train_async.py`` draws rollout ``r`` while ``r - 1``
 trains, so its fresh turns are one version behind). A trainable id sampled by version ``v`` is trained with
