@@ -6,6 +6,9 @@ post-process the launch scripts name (``advantages.post_process_rewards``; slime
 mode, so that hook is where the failure guard sees every group). ``--user scripted``: every kept sample must
 equal its uninterrupted episode (``slime_partial_check.check``). ``--user dead``: ``tau_user: llm`` on a closed
 port; the run must stop with a ``FailureGuardError`` naming the user simulator within ``--limit-s``.
+Weights are pushed as ``train_async.py`` does (after every step but the first: ``slime_lag.push``) and each step's
+trainable ids are reported by weight lag against the weights that train them (``weight_lag.lag_metrics``), with
+the episodes slime aborted (thrown away or suspended) per step.
 
 Setup and PYTHONPATH: as ``slime_loop_check.py``. Exit 0 when the mode's check holds.
 """
@@ -20,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import slime_lag
 import slime_loop_check as loop
 import slime_loop_faults as faults
 import slime_partial_check as partial
@@ -34,6 +38,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--user", choices=("scripted", "dead"), default="scripted")
     p.add_argument("--partial", action="store_true", help="also --partial-rollout")
     p.add_argument("--limit-s", type=float, default=120.0, help="--user dead: the run must stop within this")
+    p.add_argument("--max-weight-lag", type=int, default=None, help="tau_max_weight_lag")
     ns = p.parse_args()
     ns.extra_groups, ns.max_response_len, ns.max_tokens_per_gpu, ns.max_context_len = 0, 4096, 16384, 16384
     ns.filter, ns.user_fail_share, ns.user_wrong_share = "none", 0.0, 0.0
@@ -55,6 +60,7 @@ def main() -> int:
         print(f"slime is not importable ({exc}); see slime_loop_check.py for the set-up")
         return 2
     from slime_tau_plugin.adapters.slime.group_filter import FailureGuardError
+    from slime_tau_plugin.adapters.slime.partial import abort_tally
 
     logging.basicConfig(level=logging.WARNING, force=True)
     tok, failures, user = loop.tokenizer_dir(), [], None
@@ -65,26 +71,38 @@ def main() -> int:
         try:
             train, eval_yaml = loop.prepare(tmp, ["tau2/retail/test"])
             user, user_url = faults.start_user(ns.user, 0.0, 0.0)
-            (tau_yaml := tmp / "tau.yaml").write_text(faults.user_yaml(loop.TAU_YAML, user_url))
+            (tau_yaml := tmp / "tau.yaml").write_text(
+                slime_lag.with_max_lag(faults.user_yaml(loop.TAU_YAML, user_url), ns.max_weight_lag)
+            )
             args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
             init_http_client(args)
             data_source = load_function(args.data_source_path)(args)
             rollout = load_function(args.rollout_function_path)
             post_process = load_function(args.custom_reward_post_process_path)
+            lags = slime_lag.LagLog(ns.max_weight_lag)
+            slime_lag.push(url, 1)  # train_async.py pushes the weights before the first rollout
             t0 = time.monotonic()
             for step in range(ns.steps):
                 groups = rollout(args, step, data_source)
                 flat = [s for group in groups for s in group]
+                lags.step(step, flat)  # the log hook runs before the reward post-process
                 post_process(args, flat)  # what RolloutManager._post_process_rewards calls
+                if step >= 1:  # rollout step + 1 was drawn while step trained; the push waited for it
+                    slime_lag.push(url, step + 1)
                 statuses = sorted({s.status.name for s in flat})
-                took = time.monotonic() - t0
-                print(f"step {step}: {len(groups)} groups, {len(flat)} samples {statuses}, {took:.1f} s")
+                took, tally = time.monotonic() - t0, abort_tally().take()
+                aborted = f"aborted: {tally['partial/aborted_suspended']:.0f} suspended, "
+                aborted += f"{tally['partial/aborted_thrown_away']:.0f} thrown away "
+                aborted += f"({tally['partial/aborted_thrown_away_turns']:.0f} turns)"
+                turns = sum(s.metadata.get("num_turns", 0) for s in flat)
+                print(f"step {step}: {len(groups)} groups, {len(flat)} samples {statuses}, {turns} turns, ", end="")
+                print(f"{aborted}, {took:.1f} s")
                 if ns.user == "scripted":
                     fulls = asyncio.run(partial.uninterrupted(args, flat))
                     failures += [
                         f"step {step} sample {s.index}: {why}"
                         for s, full in zip(flat, fulls, strict=True)
-                        if (why := partial.check(s, full, step, masked=False)) is not None
+                        if (why := partial.check(s, full, step, masked=ns.max_weight_lag is not None)) is not None
                     ]
             if ns.user == "dead":
                 failures.append(f"the run did not stop in {ns.steps} steps ({time.monotonic() - t0:.1f} s)")
@@ -99,6 +117,8 @@ def main() -> int:
             server.wait(10)
             if user is not None:
                 user.stop()
+    if ns.user == "scripted":
+        print(f"\ntrainable ids by weight lag when trained (train_async.py: one push per step)\n{lags.report()}")
     print("\n".join(failures[:20]) or f"PASS ({ns.user} user)")
     return 1 if failures else 0
 

@@ -8,6 +8,8 @@ equal, loss mask equal except where slime zeroed an earlier response (``--mask-o
 reward 1.0; a sample slime handed back (``start_rollout_id`` before this step) must have resumed, not restarted.
 Prints per step: kept, resumed, turns reused, aborted episodes suspended / thrown away and their turns.
 ``--no-partial`` runs the same loop without ``--partial-rollout`` (the baseline: aborted work is thrown away).
+Weights are pushed as ``train.py`` does (after every step, ``slime_lag.push``) and each step's trainable ids are
+reported by weight lag against the weights that train them (``weight_lag.lag_metrics``, the log hook's numbers).
 
 Setup and PYTHONPATH: as ``slime_loop_check.py`` (slime checkout on PYTHONPATH, the scratch venv). Exit 0 when
 every check holds.
@@ -24,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import slime_lag
 import slime_loop_check as loop
 import slime_loop_faults as faults
 
@@ -38,6 +41,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--mask-offpolicy", action="store_true", help="slime's --mask-offpolicy-in-partial-rollout")
     p.add_argument("--no-partial", action="store_true", help="baseline: without --partial-rollout")
     p.add_argument("--episode-workers", type=int, default=0, help="tau_episode_workers (0: in slime's process)")
+    p.add_argument("--max-weight-lag", type=int, default=None, help="tau_max_weight_lag")
     ns = p.parse_args()
     ns.max_response_len, ns.max_tokens_per_gpu, ns.max_context_len = 4096, 16384, 16384
     ns.filter, ns.user = "none", "scripted"
@@ -102,7 +106,8 @@ def check(sample, full, rollout_id: int, masked: bool) -> str | None:
     if any(a > b for a, b in zip(ours, want, strict=True)):
         return "a template id is trainable"
     handed_back = meta.get("start_rollout_id", rollout_id) < rollout_id  # slime zeroes even finished siblings
-    if ours != want and not (masked and (meta.get("tau_suspensions") or handed_back)):
+    late = meta.get("tau_train_lag") or 0  # tau_max_weight_lag at train time: a queued fully-async group too
+    if ours != want and not (masked and (meta.get("tau_suspensions") or handed_back or late)):
         return "loss mask differs"
     if sample.index in restarted(rollout_id):
         return f"handed back ABORTED from step {meta.get('start_rollout_id')} without its state: restarted from turn 1"
@@ -129,12 +134,14 @@ def main() -> int:
         try:
             train, eval_yaml = loop.prepare(tmp, ["tau2/retail/test"])
             (tau_yaml := tmp / "tau.yaml").write_text(
-                faults.with_workers(faults.user_yaml(loop.TAU_YAML, None), ns.episode_workers)
+                slime_lag.with_max_lag(faults.with_workers(loop.TAU_YAML, ns.episode_workers), ns.max_weight_lag)
             )
             args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
             init_http_client(args)
             data_source = load_function(args.data_source_path)(args)
             instrument()
+            lags = slime_lag.LagLog(ns.max_weight_lag)
+            slime_lag.push(url, 1)  # train.py pushes the weights before the first rollout
             for step in range(ns.steps):
                 STEP["now"] = step
                 t0 = time.monotonic()
@@ -142,9 +149,12 @@ def main() -> int:
                 took = time.monotonic() - t0
                 tally = abort_tally().take()
                 flat = [s for group in out.samples for s in group]
+                lags.step(step, flat)  # what the log hook logs: slime trains these samples now
+                slime_lag.push(url, step + 2)  # after the step trains
                 fulls = asyncio.run(uninterrupted(args, flat))
+                masked = ns.mask_offpolicy or ns.max_weight_lag is not None  # resumed / handed back: masks allowed
                 for sample, full in zip(flat, fulls, strict=True):
-                    if (why := check(sample, full, step, ns.mask_offpolicy)) is not None:
+                    if (why := check(sample, full, step, masked)) is not None:
                         failures.append(f"step {step} sample {sample.index}: {why}")
                 metas = [s.metadata for s in flat]
                 turns = collections.Counter(m["num_turns"] for m in metas)
@@ -184,6 +194,7 @@ def main() -> int:
         f"hist {dict(sorted(collections.Counter(every).items()))}\n"
         f"policy turns thrown away per step (steps 2+): {sum(r[6] for r in rows[1:]) / max(1, len(rows) - 1):.1f}"
     )
+    print(f"\ntrainable ids by weight lag when trained (train.py: one push per step)\n{lags.report()}")
     if not ns.no_partial and not any(r[2] for r in rows[1:]):
         failures.append("no episode was resumed in steps 2+: nothing was in flight at an abort (raise --latency-ms)")
     print("\n".join(failures[:20]) or "PASS: every kept sample equals its uninterrupted episode, reward 1.0")

@@ -120,6 +120,7 @@ tau_render_config() {
     # nothing is written while anything is missing: the real run stops right after this check
     [[ $DRY_RUN == 1 || ${#TAU_MISSING[@]} -gt 0 ]] || out=(--out "$TAU_CONFIG_RUN")
     [[ $MISMATCH_METRICS != 1 ]] || out+=(--merge "$TAU_REPO_DIR/configs/slime/mismatch_metrics.yaml")
+    [[ $ROLLOUT_MODE == default ]] || out+=(--merge "$TAU_REPO_DIR/configs/slime/off_policy.yaml")
     tau_check_user_sim_nodes
     local verdict before=${#TAU_MISSING[@]}
     local fn
@@ -215,7 +216,7 @@ tau_build_commands() {
             --eval-function-path slime.rollout.sglang_rollout.generate_rollout) ;; # slime's default eval would be the former, which refuses
     esac
     [[ $ROLLOUT_MODE == default || $MASK_OFFPOLICY != 1 ]] || rollout+=(--mask-offpolicy-in-partial-rollout)
-    tau_log "rollout mode: $ROLLOUT_MODE ($TRAIN_ENTRY$([[ $ROLLOUT_MODE == default ]] || echo ", MASK_OFFPOLICY=$MASK_OFFPOLICY"))"
+    tau_log "rollout mode: $ROLLOUT_MODE ($TRAIN_ENTRY$([[ $ROLLOUT_MODE == default ]] || echo ", MASK_OFFPOLICY=$MASK_OFFPOLICY"), USE_TIS=$USE_TIS)"
     local -a eval=(--eval-interval "$EVAL_INTERVAL" --eval-config "$EVAL_CONFIG_RUN"
         --n-samples-per-eval-prompt "$N_SAMPLES_PER_EVAL_PROMPT" --eval-temperature "$EVAL_TEMPERATURE"
         --eval-max-response-len "$MAX_TOKENS_PER_TURN")
@@ -234,6 +235,7 @@ tau_build_commands() {
     fi
     grpo+=(--entropy-coef 0.00 --eps-clip 0.2 --eps-clip-high 0.28)
     [[ $MISMATCH_METRICS != 1 ]] || grpo+=(--get-mismatch-metrics --custom-tis-function-path "$MISMATCH_FUNCTION")
+    [[ $USE_TIS != 1 ]] || grpo+=(--use-tis)
     local -a optimizer=(--optimizer adam --lr "$LR" --lr-decay-style constant --weight-decay 0.1
         --adam-beta1 0.9 --adam-beta2 0.98)
     local -a sglang=(--rollout-num-gpus-per-engine "$ROLLOUT_GPUS_PER_ENGINE"

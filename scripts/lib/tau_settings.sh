@@ -27,10 +27,14 @@ tau_defaults() {
     : "${EVAL_CONFIG:=}" "${TAU_STATE_DIR:=$(dirname -- "$RUN_DIR")/.launch_state}" "${CLEAN_STALE:=0}"
     # GPUs: training (+ colocated rollout engines) vs the user simulator, as CUDA device lists (per node).
     # USER_SIM_GPUS= (set and empty) means none: with a hosted or scripted user all GPUs can train.
-    # slime's rollout mode: default (each step's over-sampled episodes still running at its end are thrown away),
-    # partial (--partial-rollout: they resume next step), fully_async (slime's background worker keeps episodes
-    # in flight across steps, with partial rollout; slime's train_async.py, which refuses --colocate)
-    : "${ROLLOUT_MODE:=default}" "${MASK_OFFPOLICY:=1}"
+    # slime's rollout mode: partial (--partial-rollout: each step's over-sampled episodes still running at its end
+    # resume next step), default (they are thrown away), fully_async (slime's background worker keeps episodes
+    # in flight across steps, with partial rollout; slime's train_async.py, which refuses --colocate).
+    # Off-policy ids (docs/slime-training.md, "The recommended setting"): MASK_OFFPOLICY=1 zeroes a resumed
+    # episode's earlier turns; by default they train, older than 1 weight version masked (tau_max_weight_lag,
+    # configs/slime/off_policy.yaml) and reweighted by slime's TIS (USE_TIS=1: --use-tis)
+    : "${ROLLOUT_MODE:=partial}" "${MASK_OFFPOLICY:=0}"
+    : "${USE_TIS:=$([[ $ROLLOUT_MODE == default ]] && echo 0 || echo 1)}"
     case "$ROLLOUT_MODE" in
         default | partial) : "${COLOCATE:=1}" ;;
         fully_async) : "${COLOCATE:=0}" ;;
@@ -175,6 +179,7 @@ tau_check_layout() {
     [[ $CURRICULUM == 0 || $CURRICULUM == 1 ]] || tau_die "CURRICULUM=$CURRICULUM; expected 0 (off) or 1"
     [[ $CURRICULUM == 0 || $ROLLOUT_MODE != fully_async ]] ||
         tau_die "CURRICULUM=1 needs the per-task record, which slime's fully-async rollout never feeds (it calls no all-samples hook): use ROLLOUT_MODE=partial or default"
+    [[ $USE_TIS == 0 || $USE_TIS == 1 ]] || tau_die "USE_TIS=$USE_TIS; expected 1 or 0"
     [[ $USE_FAULT_TOLERANCE == auto || $USE_FAULT_TOLERANCE == 0 || $USE_FAULT_TOLERANCE == 1 ]] ||
         tau_die "USE_FAULT_TOLERANCE=$USE_FAULT_TOLERANCE; expected auto, 1 or 0"
     [[ $KL_LOSS_COEF =~ ^[0-9]*\.?[0-9]+$ ]] || tau_die "KL_LOSS_COEF=$KL_LOSS_COEF; expected a number >= 0 (0: no KL loss, no reference model)"

@@ -106,7 +106,7 @@ def test_dry_run_prints_a_complete_train_command(script, benchmark, tmp_path):
     assert flags["--rollout-all-samples-process-path"] == [
         "slime_tau_plugin.adapters.slime.all_samples.process_all_samples"
     ]
-    assert flags["--get-mismatch-metrics"] == [] and "--use-tis" not in flags
+    assert flags["--get-mismatch-metrics"] == [] and flags["--use-tis"] == []  # the recommended setting: TIS on
     assert flags["--custom-tis-function-path"] == [
         "examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp"
     ]
@@ -121,7 +121,8 @@ def test_dry_run_prints_a_complete_train_command(script, benchmark, tmp_path):
     assert "slime's train.py waits for each eval (ray.get), so training stops while it runs" in result.stdout
     assert flags["--prompt-data"] == [str(tmp_path / "data" / f"{benchmark}_train.jsonl")]
     assert flags["--input-key"] == ["index"] and "--apply-chat-template" not in flags
-    assert "--partial-rollout" not in flags and "--use-wandb" not in flags
+    assert flags["--partial-rollout"] == [] and "--use-wandb" not in flags  # ROLLOUT_MODE=partial by default
+    assert "--mask-offpolicy-in-partial-rollout" not in flags and "rollout mode: partial" in result.stdout
     per_turn, context = int(flags["--rollout-max-response-len"][0]), int(flags["--rollout-max-context-len"][0])
     assert 256 <= per_turn <= 4096 < context  # a per-turn cap, far below the whole-episode bound
     assert flags["--eval-max-response-len"] == [str(per_turn)]
@@ -470,8 +471,10 @@ def test_real_run_prepares_serves_the_user_submits_and_stops_what_it_started(tmp
     assert ray_calls[1][1] == "gpus=0,1" and "--num-gpus 2" in ray_calls[1][0]
     filled = yaml.safe_load((tmp_path / "run/tau_config.yaml").read_text())
     assert filled["tau_user_base_url"] == f"http://127.0.0.1:{env['USER_SIM_PORT']}/v1"
-    # the keys slime's mismatch helper reads are appended to the run copy; TIS itself stays off (no --use-tis)
+    # the keys slime's mismatch helper reads are appended to the run copy (TIS itself is slime's --use-tis flag), and
+    # the recommended lag limit (ROLLOUT_MODE=partial: configs/slime/off_policy.yaml)
     assert filled["tis_upper_bound"] == 2.0 and filled["use_rs"] is False and "use_tis" not in filled
+    assert filled["tau_max_weight_lag"] == 1
     assert "train command:" in (tmp_path / "run/commands.txt").read_text()
     eval_yaml = yaml.safe_load((tmp_path / "run/eval_config.yaml").read_text())
     assert [d["n_samples_per_eval_prompt"] for d in eval_yaml["eval"]["datasets"]] == [4]
@@ -825,20 +828,34 @@ FULLY_ASYNC = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
 @pytest.mark.parametrize(
     ("mode", "env", "entry", "wanted", "absent"),
     [
-        ("partial", {}, "train.py", ["--partial-rollout", "--mask-offpolicy-in-partial-rollout", "--colocate"], []),
         (
             "partial",
-            {"MASK_OFFPOLICY": "0", "CURRICULUM": "1"},
+            {},
+            "train.py",
+            ["--partial-rollout", "--use-tis", "--colocate"],
+            ["--mask-offpolicy-in-partial-rollout"],
+        ),
+        (
+            "partial",
+            {"CURRICULUM": "1"},
             "train.py",
             ["--partial-rollout", "--data-source-path"],
             ["--mask-offpolicy-in-partial-rollout"],
         ),
         (
+            "partial",
+            {"MASK_OFFPOLICY": "1", "USE_TIS": "0"},
+            "train.py",
+            ["--partial-rollout", "--mask-offpolicy-in-partial-rollout"],
+            ["--use-tis"],
+        ),
+        ("default", {}, "train.py", ["--dynamic-sampling-filter-path"], ["--partial-rollout", "--use-tis"]),
+        (
             "fully_async",
             {},
             "train_async.py",
-            ["--partial-rollout", "--mask-offpolicy-in-partial-rollout", "--rollout-function-path"],
-            ["--colocate", "--dynamic-sampling-filter-path"],
+            ["--partial-rollout", "--use-tis", "--rollout-function-path"],
+            ["--colocate", "--dynamic-sampling-filter-path", "--mask-offpolicy-in-partial-rollout"],
         ),
     ],
 )
@@ -877,6 +894,7 @@ def test_rollout_mode_switches_slimes_flags_and_entry_point(tmp_path, mode, env,
             {"CURRICULUM": "1", "ROLLOUT_MODE": "fully_async", "COLOCATE": "0"},
             "CURRICULUM=1 needs the per-task record, which slime's fully-async rollout never feeds",
         ),
+        ({"USE_TIS": "on"}, "USE_TIS=on; expected 1 or 0"),
     ],
 )
 def test_a_rollout_mode_the_scripts_cannot_serve_is_refused_by_the_dry_run(tmp_path, env, message):

@@ -19,6 +19,7 @@ from typing import Any
 from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.metrics import eval_clock
 from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_tokens, stale_mask, stored_state, suspends
+from slime_tau_plugin.adapters.slime.weight_lag import SPANS_KEY, version_spans
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.cost import COST_KEY
 from slime_tau_plugin.engine.episode.result import EpisodeResult
@@ -170,6 +171,7 @@ def fill_sample(
         meta["tau_offpolicy_tokens"] = offpolicy_tokens(result.trajectory)
         versions = (seg.weight_version for seg in result.trajectory.segments)
         meta["tau_weight_versions"] = [v for v in versions if v is not None]
+        meta[SPANS_KEY] = version_spans(result.trajectory)  # the lag when trained: weight_lag.py
     merged = {**(getattr(sample, "metadata", None) or {}), **meta, **finished.worker}
     merged.pop(METADATA_KEY, None)
     if result.state is not None:

@@ -26,6 +26,8 @@ from typing import Any
 
 from slime_tau_plugin.adapters.slime.partial import abort_tally, resume_metrics
 from slime_tau_plugin.adapters.slime.task_record import heldout_metrics
+from slime_tau_plugin.adapters.slime.weight_lag import lag_metrics, mask_stale
+from slime_tau_plugin.engine.config.tau_config import coerce_field
 from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
 from slime_tau_plugin.engine.metrics.summary import domain_summary, pass_k_summary
 from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
@@ -77,12 +79,20 @@ def log_rollout(
     ``partial.AbortTally``) and, over the step's samples, the share resumed, turns reused, off-policy ids; and
     ``rollout/tau/user_tokens/{step,total,refused}``: the LLM user's tokens this step and this run, and the requests
     its budget refused (``net/user_budget.py``); ``rollout/tau/tau_user/{cache,shared_opening}_*``: the LLM user's
-    requests answered from its cache and openings shared in a GRPO group (``engine/metrics/user_share.py``). This
-    hook ends the budget's step.
+    requests answered from its cache and openings shared in a GRPO group (``engine/metrics/user_share.py``); and
+    ``rollout/tau/lag/*``: the trainable ids by weight lag against the weights that train this step, and the share
+    older than ``tau_max_weight_lag``, which this hook then masks (``weight_lag.py``: slime trains exactly these
+    samples). This hook ends the budget's step.
+
+    Raises:
+        ConfigError: ``tau_max_weight_lag`` is not a whole number >= 0.
     """
+    max_lag = coerce_field("max_weight_lag", getattr(args, "tau_max_weight_lag", None))
     flat = _flatten(samples)
     metrics = episode_metrics(flat, ROLLOUT_PREFIX, default_domain=_default_domain(args))
     ours = [s.metadata for s in flat if _is_ours(s)]
+    lags = lag_metrics([s for s in flat if _is_ours(s)], rollout_id, max_lag)
+    mask_stale([s for s in flat if _is_ours(s)], max_lag)  # slime converts these very samples to train data next
     tally = abort_tally().take()
     spent = user_token_ledger().end_step()  # the step ends here: its user-token budget starts again
     if any(spent.values()):
@@ -90,6 +100,7 @@ def log_rollout(
     if ours or any(tally.values()):
         partial = tally | resume_metrics(ours) | worker_metrics(ours) | user_share_metrics(ours)
         metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in partial.items()}
+    metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in lags.items()}
     emit(args, rollout_id, metrics, "rollout/step")
     return False
 

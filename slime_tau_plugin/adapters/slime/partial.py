@@ -10,7 +10,8 @@ it back, and the process that plays it checks that the sample still holds the to
 
 Weight versions: each model segment keeps the version that sampled it. slime's
 ``--mask-offpolicy-in-partial-rollout`` zeroes the whole earlier response; ``tau_max_weight_lag`` masks, at the
-end, the turns sampled more than that many weight versions before the episode's last one. Imports no slime.
+end, the turns sampled more than that many weight versions before the episode's last one (the rollout log hook
+masks again against the weights that train them: ``weight_lag.py``). Imports no slime.
 """
 
 from __future__ import annotations

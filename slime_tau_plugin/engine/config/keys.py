@@ -263,9 +263,10 @@ class TauKeys(BaseModel):
     )
     max_weight_lag: int | None = setting(
         None,
-        "slime partial/fully-async rollouts: a resumed episode's model turns sampled more than this many weight "
-        "versions before its last turn get loss mask 0 (0 = train only on the newest weights' turns; "
-        "default: keep them, as slime's --mask-offpolicy-in-partial-rollout decides)",
+        "slime: model turns sampled more than this many weight versions before the weights that train them get "
+        "loss mask 0: at the episode's end against its last turn, and in the rollout log hook against the trainer's "
+        "version (finished siblings slime hands back, queued fully-async groups); 0 = train only on-policy turns; "
+        "default: keep them, as slime's --mask-offpolicy-in-partial-rollout decides",
         ge=0,
     )
     task_record_dir: str | None = setting(

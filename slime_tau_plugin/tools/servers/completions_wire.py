@@ -115,3 +115,14 @@ def model_info_body(tokenizer: Any, model_path: str, weight_version: str, **extr
     tokenizer_path = str(getattr(tokenizer, "name_or_path", "") or model_path)
     info = {"model_path": model_path, "tokenizer_path": tokenizer_path, "is_generation": True}
     return info | {"weight_version": weight_version} | extra
+
+
+def weight_version_reply(server: Any, body: Any) -> Reply:
+    """SGLang's ``POST /update_weight_version {"new_version": str}`` -> ``{"success", "message", "new_version"}``:
+    what ``/generate`` reports as ``meta_info.weight_version`` from now on (CPU checks stand in for slime's weight
+    push with it; requests in flight are not aborted here)."""
+    version = body.get("new_version") if isinstance(body, dict) else None
+    if version is None:
+        return validation_error("new_version", "a weight version is required")
+    server.weight_version = str(version)
+    return 200, {"success": True, "message": f"weight version updated to {version}", "new_version": str(version)}

@@ -20,6 +20,7 @@ the plugin and slime's rollout loop use (slime ends each rollout step with ``GET
                               "loads": [{"timestamp", "dp_rank", "num_running_reqs", "num_waiting_reqs",
                                          "num_used_tokens"}]}   (query string such as ?include=core ignored)
     GET|POST /flush_cache -> 200 {"message"} when idle, 400 {"error": {"message"}} while requests run
+    POST /update_weight_version {"new_version"} -> {"success", "message", "new_version"} (SGLang's; no abort)
     GET  /workers         (sglang-router) -> {"workers": [{"id", "url", "model_id", "priority", "cost",
                               "worker_type", "is_healthy", "load", "connection_mode"}], "total",
                               "stats": {"total_workers", "healthy_workers", "total_models", "total_load",
@@ -75,6 +76,7 @@ from slime_tau_plugin.tools.servers.completions_wire import (
     openai_error,
     tokenize_reply,
     validation_error,
+    weight_version_reply,
 )
 from slime_tau_plugin.tools.servers.fault_injection import (
     ServerFaultError,
@@ -208,6 +210,7 @@ class SGLangServer(JSONServer):
             "/abort_request": self._abort_route,
             "/tokenize": self.tokenize,
             "/flush_cache": lambda body, headers: self.flush_cache(),
+            "/update_weight_version": lambda body, headers: weight_version_reply(self, body),
         }
 
     @property
@@ -256,12 +259,8 @@ class SGLangServer(JSONServer):
         return tokenize_reply(tokenizer, body, self.context_len)
 
     def models(self) -> Reply:
-        card = {
-            "id": self.model_id,
-            "object": "model",
-            "owned_by": "slime-tau-plugin",
-            "max_model_len": self.context_len,
-        }
+        card = {"id": self.model_id, "object": "model", "owned_by": "slime-tau-plugin"}
+        card["max_model_len"] = self.context_len
         return 200, {"object": "list", "data": [card]}
 
     def flush_cache(self) -> Reply:
