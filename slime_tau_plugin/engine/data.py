@@ -33,6 +33,27 @@ def task_row(index: int, ref: TaskRef) -> dict[str, Any]:
     return {"index": index, "metadata": metadata}
 
 
+def metadata_from_name(name: Any, config: TauConfig, what: str) -> dict[str, Any]:
+    """The sample metadata for a task named as text, ``BENCHMARK/DOMAIN/SPLIT/TASK_ID`` (a TRL prompt, a NeMo Gym
+    row's task; τ-bench v1's TASK_ID is the task index), checked the way the engine will read it.
+
+    Raises:
+        ConfigError: ``what`` (the field that held ``name``) is not such text, or names an unknown benchmark or
+            task set.
+    """
+    parts = name.strip().split("/", 3) if isinstance(name, str) else []
+    if len(parts) != 4 or not all(parts):
+        raise ConfigError(
+            f"{what} {str(name)[:80]!r} names no τ task; expected text BENCHMARK/DOMAIN/SPLIT/TASK_ID "
+            "(e.g. tau2/retail/train/7, tau1/airline/test/3)"
+        )
+    benchmark, domain, split, task_id = parts
+    key = "task_index" if benchmark == "tau1" else "task_id"
+    metadata: dict[str, Any] = {"benchmark": benchmark, "domain": domain, "split": split, key: task_id}
+    task_ref_from_sample(None, metadata, config)  # an unknown benchmark/domain is refused here, in one line
+    return metadata
+
+
 def task_ref_from_sample(prompt: Any, metadata: dict[str, Any] | None, config: TauConfig) -> TaskRef:
     """Which task a slime sample plays.
 

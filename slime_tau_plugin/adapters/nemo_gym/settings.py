@@ -16,7 +16,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.choices import PolicyApi
 from slime_tau_plugin.engine.config.tau_config import TauConfig, known_key
-from slime_tau_plugin.engine.data import task_ref_from_sample
+from slime_tau_plugin.engine.data import metadata_from_name
 from slime_tau_plugin.engine.errors import ConfigError
 
 
@@ -80,17 +80,7 @@ def task_metadata(task: Any, config: TauConfig) -> dict[str, Any]:
     Raises:
         ConfigError: it is not such text, or names an unknown benchmark or task set.
     """
-    parts = task.strip().split("/", 3) if isinstance(task, str) else []
-    if len(parts) != 4 or not all(parts):
-        raise ConfigError(
-            f"task {str(task)[:80]!r} names no τ task; expected BENCHMARK/DOMAIN/SPLIT/TASK_ID "
-            "(e.g. tau2/retail/train/7, tau1/airline/test/3)"
-        )
-    benchmark, domain, split, task_id = parts
-    key = "task_index" if benchmark == "tau1" else "task_id"
-    metadata: dict[str, Any] = {"benchmark": benchmark, "domain": domain, "split": split, key: task_id}
-    task_ref_from_sample(None, metadata, config)  # an unknown benchmark/domain is refused here, in one line
-    return metadata
+    return metadata_from_name(task, config, "task")
 
 
 def sampling_params(create_params: Mapping[str, Any], seed: int | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.data import task_ref_from_sample
+from slime_tau_plugin.engine.data import metadata_from_name
 from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.errors import ConfigError
 
@@ -37,16 +37,8 @@ def task_request(prompt: Any, config: TauConfig) -> tuple[Any, dict[str, Any]]:
             another benchmark than ``tau_benchmark`` (the engine plays one benchmark per config: a τ-bench v1 row
             would otherwise reach the τ² environment).
     """
-    parts = prompt.strip().split("/", 3) if isinstance(prompt, str) else []
-    if len(parts) != 4 or not all(parts):
-        raise ConfigError(
-            f"TRL prompt {str(prompt)[:80]!r} names no τ task; expected text BENCHMARK/DOMAIN/SPLIT/TASK_ID "
-            "(e.g. tau2/retail/train/7), as slime_tau_plugin.adapters.trl.rows.trl_rows writes"
-        )
-    benchmark, domain, split, task_id = parts
-    key = "task_index" if benchmark == "tau1" else "task_id"
-    metadata: dict[str, Any] = {"benchmark": benchmark, "domain": domain, "split": split, key: task_id}
-    task_ref_from_sample(None, metadata, config)  # an unknown benchmark/domain is refused here, in one line
+    metadata = metadata_from_name(prompt, config, "TRL prompt")
+    benchmark = metadata["benchmark"]
     if benchmark != config.benchmark:
         raise ConfigError(
             f"TRL prompt {prompt.strip()!r} is a {benchmark} task but tau_benchmark is {config.benchmark}: one "
