@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+from slime_tau_plugin.adapters.verl.episodes import episode_views, step_metrics
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 from tests.verl.conftest import refs_with_tasks, verl_config
 from tests.verl.server_manager import HTTPServerManager
@@ -43,3 +44,8 @@ def test_the_repeats_of_a_uid_share_one_customer_opening(tmp_path, tau2_backend,
         mine = outputs[2 * i : 2 * i + 2]
         firsts = {next(m["content"] for m in o.extra_fields["messages"] if m["role"] == "user") for o in mine}
         assert len(firsts) == 1 and len({tuple(o.prompt_ids) for o in mine}) == 1
+    # verl's step metrics say so too (slime's names): 2 openings asked, 2 taken from the group
+    metrics = step_metrics(episode_views([o.extra_fields for o in outputs]))
+    prefix = next(k for k in metrics if k.endswith("tau_user/shared_opening_requests")).removesuffix("requests")
+    assert metrics[f"{prefix}requests"] == 2.0 and metrics[f"{prefix}reused"] == 2.0
+    assert metrics[f"{prefix}saved_share"] == 0.5

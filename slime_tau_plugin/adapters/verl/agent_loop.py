@@ -46,6 +46,7 @@ from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_blocking
 from slime_tau_plugin.engine.loop.boundary import play_episode
+from slime_tau_plugin.engine.metrics.user_share import USER_SHARE_KEYS
 from slime_tau_plugin.engine.net.retry import RetrySettings
 from slime_tau_plugin.engine.outcome import trainable_trajectory
 from slime_tau_plugin.engine.shared import shared_state
@@ -65,12 +66,13 @@ EXTRA_FIELD_KEYS = (
     "template_fallbacks", "user_tool_errors", "template_mode", "tau_reward", "reward_info", "error", "failed_endpoint",
     "tau_package", "tau_version",
     "episode_wall_s", "time_policy_s", "time_env_s", "time_user_s", "min_global_steps", "max_global_steps",
-    "messages", "tools", "reward_extra_info", "tau_review", "tau_user_cost",
+    "messages", "tools", "reward_extra_info", "tau_review", "tau_user_cost", "tau_user_share",
 )  # fmt: skip
 """Every output has exactly these: verl concatenates workers' batches and needs one key set. ``tool_call_counts`` is
 the episode's tool calls under the name verl's ``compute_data_metrics`` reads (``tool_call_counts/mean``);
 ``tau_review`` is the customer review's verdict (slime's ``metadata["tau_review"]``; None when not reviewed) and
-``tau_user_cost`` what the customer cost (``CustomerCost.as_metadata``)."""
+``tau_user_cost`` what the customer cost (``CustomerCost.as_metadata``); ``tau_user_share`` the customer requests its
+exact-request cache answered and its GRPO group's shared opening saved (``engine/metrics/user_share.py``'s counts)."""
 
 ROUTED_SHAPES = "verl: routed-experts shape by model"
 """The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
@@ -269,6 +271,7 @@ class TauAgentLoop(AgentLoopBase):
             },
             "tau_review": result.review.as_metadata() if result.review is not None else None,
             "tau_user_cost": result.cost.as_metadata(),
+            "tau_user_share": {key: int(result.net_info.get(key) or 0) for key in USER_SHARE_KEYS},
         }
 
     def _routed_experts(self, summary: VerlEpisodeSummary, total: int, trains: bool) -> Any:

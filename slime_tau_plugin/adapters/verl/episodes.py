@@ -32,6 +32,7 @@ from slime_tau_plugin.engine.metrics.failure_guard import (
     failure_endpoint,
 )
 from slime_tau_plugin.engine.metrics.noise import per_task_pass_k
+from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
 from slime_tau_plugin.engine.review.metrics import review_metrics
 
 SUCCESS = 1.0 - 1e-6
@@ -113,6 +114,7 @@ def _domain_numbers(group: Sequence[EpisodeView]) -> dict[str, float]:
     ends = Counter(str(m.get("termination_reason")) for m in metas)
     out |= {f"termination/{r.value}": ends[r.value] / n for r in TerminationReason}
     out |= review_metrics(metas, [str(m.get("task_id")) for m in metas])  # as slime's: user_error counted per step
+    out |= user_share_metrics(m.get("tau_user_share") or {} for m in metas)  # slime's tau_user/{cache,shared_opening}_*
     return out | cost_metrics(metas)
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+USER_SHARE_KEYS = ("user_cache_hits", "user_cache_misses", "user_opening_asked", "user_opening_shared")
+"""The per-episode counts (``net/stats.NetStats``) the step's numbers sum."""
+
 
 def user_share_metrics(metas: Iterable[dict[str, Any]]) -> dict[str, float]:
     """``tau_user/cache_{hits,misses,hit_rate}`` and ``tau_user/shared_opening_{requests,reused,saved_share}``:
     requests answered from the cache, openings asked once per group and taken by the rest of it."""
-    totals = {"user_cache_hits": 0, "user_cache_misses": 0, "user_opening_asked": 0, "user_opening_shared": 0}
+    totals = dict.fromkeys(USER_SHARE_KEYS, 0)
     for meta in metas:
         for key in totals:
             value = meta.get(key)
