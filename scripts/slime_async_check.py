@@ -113,10 +113,7 @@ def main() -> int:
                 failures.append(f"unexpected stop ({exc.endpoint}, {took:.1f} s)")
         finally:
             _stop_worker()
-            server.terminate()
-            server.wait(10)
-            if user is not None:
-                user.stop()
+            loop.stop_started(server, user)
     if ns.user == "scripted":
         print(f"\ntrainable ids by weight lag when trained (train_async.py: one push per step)\n{lags.report()}")
     print("\n".join(failures[:20]) or f"PASS ({ns.user} user)")

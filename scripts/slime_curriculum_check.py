@@ -175,11 +175,7 @@ def main() -> int:
             second = run_phase(base, ns.steps - 2, ns.steps + 1, "--resume", "--eval-at-end")
             record_2 = json.loads((tmp / "save" / "tau_task_record.json").read_text())
         finally:
-            if server is not None:
-                server.terminate()
-                server.wait(10)
-            if user is not None:
-                user.stop()
+            loop.stop_started(server, user)
     return report(ns, first, second, record_1, record_2)
 
 

@@ -53,6 +53,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from statistics import mean
+from typing import Any
 
 import slime_loop_faults as faults
 
@@ -106,6 +107,15 @@ def start_server(tok: str, latency_ms: int, log: Path) -> tuple[subprocess.Popen
             sys.exit(f"server did not come up ({' '.join(cmd)}):\n{log.read_text()[-3000:]}")
         time.sleep(0.3)
     return proc, url
+
+
+def stop_started(server: subprocess.Popen | None, user: Any = None) -> None:
+    """Stop what a check started: the policy server's process and the user simulator (either may be None)."""
+    if server is not None:
+        server.terminate()
+        server.wait(10)
+    if user is not None:
+        user.stop()
 
 
 def prepare(tmp: Path, evals: list[str]) -> tuple[Path, Path]:
@@ -269,11 +279,7 @@ def main() -> int:
             eval_out, _ = run(eval_rollout(args, 0))
             t2 = time.monotonic()
         finally:
-            if server is not None:
-                server.terminate()
-                server.wait(10)
-            if user is not None:
-                user.stop()
+            stop_started(server, user)
     flat = [s for group in train_out.samples for s in group]
     lines = [row(f"train {args.tau_benchmark}/{args.tau_domain}/{args.tau_split}", flat)]
     lines += [row(f"eval {name}", data["samples"]) for name, data in eval_out.data.items()]

@@ -125,11 +125,7 @@ def main() -> int:
             data_source = load_function(args.data_source_path)(args)
             out, _ = run(generate_rollout_async(args, 0, data_source.get_samples))
         finally:
-            if server is not None:
-                server.terminate()
-                server.wait(10)
-            if user is not None:
-                user.stop()
+            loop.stop_started(server, user)
     bad = check(out.samples, user, started, not ns.off, load_tokenizer(tok))
     for line in bad:
         print(f"FAIL: {line}")

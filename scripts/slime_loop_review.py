@@ -196,11 +196,7 @@ def main() -> int:
             data_source = load_function(args.data_source_path)(args)
             out, _ = run(generate_rollout_async(args, 0, data_source.get_samples))
         finally:
-            if server is not None:
-                server.terminate()
-                server.wait(10)
-            if user is not None:
-                user.stop()
+            loop.stop_started(server, user)
     print(f"customer openings: {dict(injected)}")
     bad = check(args, out.samples, load_tokenizer(tok), user.requests.total)
     for line in bad:
