@@ -54,6 +54,20 @@ def metadata_from_name(name: Any, config: TauConfig, what: str) -> dict[str, Any
     return metadata
 
 
+def require_benchmark(benchmark: str, config: TauConfig, what: str) -> None:
+    """Refuse a task of another benchmark than the config's: the engine plays one benchmark per config, and the
+    config's environment would otherwise play its own task of the same id (a silently wrong number).
+
+    Raises:
+        ConfigError: ``what`` (the sample, a TRL prompt) names a ``benchmark`` task but ``tau_benchmark`` differs.
+    """
+    if benchmark != config.benchmark:
+        raise ConfigError(
+            f"{what} names a {benchmark} task but tau_benchmark is {config.benchmark}: set "
+            f"tau_benchmark={benchmark}, or use data prepared for {config.benchmark}"
+        )
+
+
 def task_ref_from_sample(prompt: Any, metadata: dict[str, Any] | None, config: TauConfig) -> TaskRef:
     """Which task a slime sample plays.
 

@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.data import metadata_from_name
+from slime_tau_plugin.engine.data import metadata_from_name, require_benchmark
 from slime_tau_plugin.engine.envs import TaskRef
-from slime_tau_plugin.engine.errors import ConfigError
 
 
 def task_name(ref: TaskRef) -> str:
@@ -38,11 +37,5 @@ def task_request(prompt: Any, config: TauConfig) -> tuple[Any, dict[str, Any]]:
             would otherwise reach the τ² environment).
     """
     metadata = metadata_from_name(prompt, config, "TRL prompt")
-    benchmark = metadata["benchmark"]
-    if benchmark != config.benchmark:
-        raise ConfigError(
-            f"TRL prompt {prompt.strip()!r} is a {benchmark} task but tau_benchmark is {config.benchmark}: one "
-            f"benchmark per TauRollout (set tau_benchmark={benchmark}, or give {benchmark} rows a TauRollout of "
-            "their own)"
-        )
+    require_benchmark(metadata["benchmark"], config, f"TRL prompt {prompt.strip()!r}")  # before any episode
     return None, metadata

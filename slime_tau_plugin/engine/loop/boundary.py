@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.data import require_benchmark
 from slime_tau_plugin.engine.episode.result import EpisodeResult
 from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.episode.task_ref import TaskRef
@@ -96,11 +97,7 @@ async def play_episode(
     except Exception as exc:  # the failure boundary: a sample that names no task is a FAILED result
         logger.exception("episode (session %s) names no task it can play", session_id)
         return PlayedEpisode(failed_result(config, exc), resources)
-    if ref.benchmark != config.benchmark:  # the config's environment would play another benchmark's task
-        raise ConfigError(
-            f"the sample names a {ref.benchmark} task ({ref.domain}/{ref.split}/{ref.task_id}) but tau_benchmark is "
-            f"{config.benchmark}: set tau_benchmark={ref.benchmark}, or train on data prepared for {config.benchmark}"
-        )
+    require_benchmark(ref.benchmark, config, f"the sample ({ref.domain}/{ref.split}/{ref.task_id})")
     state = None
     try:
         state = resume() if resume is not None else None
