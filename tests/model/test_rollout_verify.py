@@ -54,6 +54,16 @@ def test_every_stored_log_prob_matches_teacher_forcing_over_several_turns(model_
         assert all(s.text_drift is None for s in report.samples)
 
 
+def test_small_blocks_verify_the_same_run(model_run, tiny_model):
+    """Teacher forcing in 64-token blocks over the KV cache matches what the server sampled token by token."""
+    whole = verify_run(str(model_run), str(tiny_model), tolerance=1e-4)
+    blocked = verify_run(str(model_run), str(tiny_model), tolerance=1e-4, block_tokens=64)
+    assert blocked.is_ok, blocked
+    for a, b in zip(whole.samples, blocked.samples, strict=True):
+        assert (a.trainable, a.turns) == (b.trainable, b.turns)
+        assert abs(a.max_abs - b.max_abs) < 1e-5
+
+
 def test_verify_names_each_corrupted_sample(model_run, tiny_model, tmp_path, capsys):
     rows = [json.loads(line) for line in (model_run / "samples.jsonl").read_text().splitlines()]
     shifted, edited, nudged, intact, bare = (json.loads(json.dumps(r)) for r in (*rows, *rows, rows[0]))

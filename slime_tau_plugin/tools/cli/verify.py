@@ -15,7 +15,7 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from slime_tau_plugin.tools.cli.args import non_negative_float, positive_float
+from slime_tau_plugin.tools.cli.args import non_negative_float, positive_float, positive_int
 
 if TYPE_CHECKING:
     from slime_tau_plugin.tools.model.checks import SampleCheck
@@ -33,6 +33,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="override the run's temperature (default: summary.json)",
     )
+    p.add_argument(
+        "--block-tokens",
+        type=positive_int,
+        default=None,
+        help="tokens per forward block: memory grows with the sample times this, not its square (default: 2048)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON (default: a table)")
 
 
@@ -40,7 +46,9 @@ def run(ns: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from slime_tau_plugin.tools.cli.verify_run import verify_run
 
-    report = verify_run(ns.run_dir, ns.model, tolerance=ns.tolerance, temperature=ns.temperature)
+    report = verify_run(
+        ns.run_dir, ns.model, tolerance=ns.tolerance, temperature=ns.temperature, block_tokens=ns.block_tokens
+    )
     for warning in report.skipped:
         print(f"warning: {warning}", file=sys.stderr)
     totals = report.totals()

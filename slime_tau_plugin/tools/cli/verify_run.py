@@ -88,15 +88,17 @@ def verify_run(
     *,
     tolerance: float,
     temperature: float | None = None,
+    block_tokens: int | None = None,
 ) -> VerifyReport:
-    """Teacher-force every sample of ``run_dir`` through ``model_dir``.
+    """Teacher-force every sample of ``run_dir`` through ``model_dir``, ``block_tokens`` at a time
+    (``teacher.BLOCK`` by default: memory linear in the sample's length).
 
     Raises:
         ConfigError: unreadable run directory or model, or a row that is not a sample (bad input, exit 2).
     """
     from slime_tau_plugin.tools.cli.args import load_tokenizer_for
     from slime_tau_plugin.tools.model import import_torch, load_causal_lm
-    from slime_tau_plugin.tools.model.teacher import teacher_log_probs
+    from slime_tau_plugin.tools.model.teacher import BLOCK, teacher_log_probs
 
     import_torch()  # fail on a missing torch before reading anything
     samples, where, temperature, skipped = _read(run_dir, temperature)
@@ -115,7 +117,7 @@ def verify_run(
         positions = [prompt_len + a for s, e in trainable_runs(sample.loss_mask) for a in range(s, e)]
         if positions and positions[0] == 0:
             raise ConfigError(f"sample {i} ({where[i]}) trains its first token, which has no context")
-        teacher = teacher_log_probs(model, device, sample.tokens, positions, temperature)
+        teacher = teacher_log_probs(model, device, sample.tokens, positions, temperature, block=block_tokens or BLOCK)
         termination = str(sample.metadata.get("termination_reason", ""))
         errors = mask_errors(sample.response_ids, sample.prompt_ids, sample.loss_mask, marks, termination)
         meta = sample.metadata
