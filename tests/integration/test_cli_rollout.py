@@ -184,7 +184,8 @@ def test_failure_boundary_tracebacks_are_shown_only_with_verbose():
         "configure_logging(int(sys.argv[1]))\n"
         "try:\n    raise RuntimeError('boom')\n"
         "except RuntimeError:\n"
-        "    logging.getLogger('slime_tau_plugin.adapters.slime.generate').exception('episode failed')\n"
+        "    from slime_tau_plugin.engine.loop.boundary import logger\n"
+        "    logger.exception('episode failed')\n"
         "    logging.getLogger('slime_tau_plugin.engine.net.retry').warning('attempt 1/4 failed')\n"
     )
     quiet = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60)

@@ -19,6 +19,7 @@ import sys
 
 from slime_tau_plugin import __version__
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.loop import boundary
 from slime_tau_plugin.tools.cli import (
     make_tiny_model,
     prepare,
@@ -47,8 +48,10 @@ COMMANDS = {
     "serve-gym": serve_gym,
     "soak": soak,
 }
-FAILURE_BOUNDARY_LOGGER = "slime_tau_plugin.adapters.slime.generate"
-"""Its ``logger.exception`` is one traceback per failed sample; the CLI's summary names the error instead."""
+FAILURE_BOUNDARY_LOGGER = boundary.logger.name
+"""The failure boundary's logger, taken from the boundary itself (a name written here went stale when the boundary
+moved out of the slime adapter): its ``logger.exception`` is one traceback per failed sample; the CLI's summary
+names the error instead."""
 
 
 def build_parser() -> argparse.ArgumentParser:
