@@ -45,8 +45,9 @@ GYM = "needs nemo-gym (Python >= 3.12) and serves until stopped; tests/nemo_gym 
 TINY_MODEL = "needs torch (the '.[model]' extra); tests/model runs this chain in .venv-verl"
 SKIPPED = {
     # a GPU node with a real checkpoint; `[...]` marks optional flags, not shell syntax
-    "slime-tau verify runs/check --model /models/Qwen3-4B [--tolerance 1e-4] [--json]": "needs torch and a "
-    "checkpoint on a GPU node; tests/model verifies a tiny model's run",
+    "slime-tau verify runs/check --model /models/Qwen3-4B [--tolerance 1e-4] [--block-tokens 2048] [--json]": (
+        "needs torch and a checkpoint on a GPU node; tests/model verifies a tiny model's run"
+    ),
     "slime-tau make-tiny-model --tokenizer .cache/tokenizers/qwen2_5 --out models/tiny": TINY_MODEL,
     "slime-tau serve --model models/tiny --port 30000 &": TINY_MODEL,
     "slime-tau rollout --sglang-url http://127.0.0.1:30000 --tokenizer models/tiny --tasks 0-3 "
