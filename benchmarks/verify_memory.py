@@ -3,14 +3,16 @@
 Usage (results: benchmarks/verify_memory.md):
     python benchmarks/verify_memory.py --shape tiny --lengths 2048,8192,32768 --blocks 0,2048 --attn eager
     python benchmarks/verify_memory.py --shape 4b --device cuda --lengths 4096,16384,32768 --blocks 0,2048,1024
+    python benchmarks/verify_memory.py --shape 8b --device cuda --lengths 16384,32768 --blocks 2048,4096
 
 Block 0 is the one-pass path (the whole sample as one block). ``--shape tiny`` is the test suite's tiny model
-(hidden 64, 2 layers, 4 heads, Qwen's 151,936-id vocabulary); ``4b`` is Qwen3-4B's shape (36 layers, 32 heads, 8 KV
-heads, hidden 2,560), random weights, float32 as ``verify`` loads it. On CPU each case runs in a process of its own
-and its peak is the resident set's high-water mark above the level before the call (a thread samples
-``/proc/self/statm``); on CUDA, ``torch.cuda.max_memory_allocated`` above the level before the call. ``--attn eager``
-materialises the attention scores the way PyTorch's float32 math kernel does on a GPU (on CPU, sdpa has a float32
-flash kernel, which hides the square). Each case's log-probs are compared with the first case of its length.
+(hidden 64, 2 layers, 4 heads, Qwen's 151,936-id vocabulary); ``4b`` is Qwen3-4B's shape (36 layers, 32 heads,
+8 KV heads, hidden 2,560) and ``8b`` Qwen3-8B's (hidden 4,096): random weights, float32 as ``verify`` loads them.
+On CPU each case runs in a process of its own and its peak is the resident set's high-water mark above the level
+before the call (a thread samples ``/proc/self/statm``); on CUDA, ``torch.cuda.max_memory_allocated`` above the
+level before the call. ``--attn eager`` materialises the attention scores the way PyTorch's float32 math kernel
+does on a GPU (on CPU, sdpa has a float32 flash kernel, which hides the square). Each case's log-probs are compared
+with the first case of its length.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ SHAPES = {
                  intermediate_size=128, head_dim=16),
     "4b": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
                intermediate_size=9728, head_dim=128),
+    "8b": dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+               intermediate_size=12288, head_dim=128),
 }  # fmt: skip
 VOCAB = 151_936
 
@@ -123,6 +127,10 @@ def main() -> None:
     cases = [(int(n), int(b)) for n in ns.lengths.split(",") for b in ns.blocks.split(",")]
     model = build_model(ns.shape, ns.device, ns.attn) if ns.device == "cuda" else None
     print(f"shape {ns.shape}, device {ns.device}, attention {ns.attn}")
+    if model is not None:
+        import torch
+
+        print(f"weights and buffers on the GPU: {torch.cuda.memory_allocated() / 2**30:.2f} GiB")
     head = f"{'tokens':>7} {'block':>6} {'trained':>7} {'peak GiB':>9} {'GiB/1k tok':>10} {'s':>7}"
     print(f"{head} {'max|Δ| vs first':>15}")
     first: dict[int, list[float]] = {}
