@@ -161,7 +161,7 @@ def check_flags(ns: argparse.Namespace) -> None:
         for flag in (*LLM_USER_FLAGS, "user_max_inflight"):
             if getattr(ns, flag) is not None:
                 raise ConfigError(f"{cli_key(flag)} is for the LLM user; add --user llm or drop it")
-    if ns.policy_model is not None and ns.policy_api != PolicyApi.OPENAI_COMPLETIONS:
+    if ns.policy_model is not None and ns.policy_api == PolicyApi.SGLANG:
         raise ConfigError(
             "--policy-model names the model for --policy-api openai-completions; SGLang's native /generate "
             "serves one model and takes no name: add --policy-api openai-completions or drop --policy-model"
