@@ -140,3 +140,22 @@ def test_several_servers_share_episodes_and_each_episode_keeps_its_server(qwen25
         asyncio.run(play())
         assert a.chat_requests.total == b.chat_requests.total == 3, "both servers used, one episode each"
         assert a.tokenize_requests.total == b.tokenize_requests.total == 1
+
+
+def test_nemo_rls_context_clamps_a_turn_and_a_full_prompt_is_a_context_error(qwen25):
+    """NeMo RL clamps ``max_tokens`` to what ``max_model_len`` leaves (the turn ends ``length``) and refuses a prompt
+    that fills it with a 400 the engine reads as the context limit (the episode ends, it does not fail)."""
+    from slime_tau_plugin.engine.errors import ContextLengthError
+    from slime_tau_plugin.engine.policy.client import FinishReason
+
+    held = _held(qwen25)
+    with (
+        _scripted_server(qwen25, context_len=len(held) + 2) as roomy,
+        _scripted_server(qwen25, context_len=len(held)) as full,
+    ):
+        out = asyncio.run(
+            NeMoRLPolicy(roomy.url, qwen25.eos_token_id).generate(held, {**SAMPLING, "max_new_tokens": 64})
+        )
+        assert out.finish_reason is FinishReason.LENGTH and len(out.output_ids) == 2
+        with pytest.raises(ContextLengthError, match="max_model_len"):
+            asyncio.run(NeMoRLPolicy(full.url, qwen25.eos_token_id).generate(held, {**SAMPLING, "max_new_tokens": 8}))

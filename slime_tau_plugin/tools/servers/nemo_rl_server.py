@@ -37,6 +37,8 @@ from slime_tau_plugin.tools.servers.fault_injection import after_render
 from slime_tau_plugin.tools.servers.http_base import Reply, RequestLog
 from slime_tau_plugin.tools.servers.sglang_server import FakeModel, SGLangServer, _Generated
 
+INTERNAL_ERROR: Reply = (500, "Internal Server Error")
+"""What NeMo RL's FastAPI app answers for a failed ``assert`` in its route (Starlette's plain 500)."""
 LOGPROB_FLOOR = -9999.0
 """NeMo RL's ``VLLM_LOGPROB_FLOOR``: generation log-probs are floored here before they are returned."""
 
@@ -138,8 +140,8 @@ class NeMoRLServer(SGLangServer):
         last = max((i for i, m in enumerate(plain) if m.get("role") == "assistant"), default=len(plain) - 1)
         try:
             return splice_prefix(prefix, self.render(plain[: last + 1], False, kwargs), template, self.eos)
-        except SpliceError as exc:
-            return 500, {"detail": str(exc)}
+        except SpliceError:
+            return INTERNAL_ERROR
 
     @property
     def eos(self) -> int:
@@ -186,13 +188,9 @@ class NeMoRLServer(SGLangServer):
 
     def _refusal(self, body: dict[str, Any]) -> Reply | None:
         """NeMo RL's checks before generating, with the status its server answers them with."""
-        if body.get("top_k") not in (None, -1):
-            return 500, {"detail": f"Top k sampling parameter must be unset, empty, or -1. Got `{body['top_k']}`"}
-        if body.get("top_p") is None:
-            return 500, {"detail": "top_p must be set explicitly on NeMo-RL requests"}
-        if (body.get("temperature", 1.0), body["top_p"]) not in self.sampling:
-            found = f"temperature={body.get('temperature')}, top_p={body['top_p']}"
-            return 500, {"detail": f"request sampling ({found}) matches neither the train nor the validation params"}
+        off_policy = body.get("top_k") not in (None, -1) or body.get("top_p") is None
+        if off_policy or (body.get("temperature", 1.0), body["top_p"]) not in self.sampling:
+            return INTERNAL_ERROR  # NeMo RL's assert: FastAPI says no more than this
         body.setdefault("temperature", 1.0)
         if body.get("model") not in (None, "", self.model_id):
             return openai_error(404, f"The model `{body['model']}` does not exist.", "model")
