@@ -141,6 +141,15 @@ def test_several_servers_share_episodes_and_each_episode_keeps_its_server(qwen25
         assert a.chat_requests.total == b.chat_requests.total == 3, "both servers used, one episode each"
         assert a.tokenize_requests.total == b.tokenize_requests.total == 1
 
+        async def many() -> list[BaseException]:  # an unproven tail met by 8 episodes at once: one proof, shared
+            other = held + qwen25.encode("Sure", add_special_tokens=False)
+            calls = [policy.generate(other, {**SAMPLING, "max_new_tokens": 8}, rid=f"ep-{n}-0") for n in range(8)]
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+        failures = asyncio.run(many())
+        assert all(isinstance(f, PolicyProtocolError) for f in failures), failures
+        assert (a.tokenize_requests.total, b.tokenize_requests.total) == (2, 1)  # refused by the first server
+
 
 def test_nemo_rls_context_clamps_a_turn_and_a_full_prompt_is_a_context_error(qwen25):
     """NeMo RL clamps ``max_tokens`` to what ``max_model_len`` leaves (the turn ends ``length``) and refuses a prompt

@@ -27,6 +27,7 @@ the fewest requests in flight (``net/replicas.py``).
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class NeMoRLPolicy:
         self._proven: dict[str, set[tuple[int, ...]]] = {u: set() for u in urls}
         """Per server, the generation prompts (ids after the last EOS) its ``/tokenize`` has shown it reproduces."""
         self._affinity: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._proving: dict[tuple[int, str, tuple[int, ...]], asyncio.Future[None]] = {}
 
     @classmethod
     def from_config(cls, config: TauConfig) -> NeMoRLPolicy:
@@ -140,7 +142,7 @@ class NeMoRLPolicy:
         payload = {**fields, **chat_sampling(sampling_params), "logprobs": True, "top_logprobs": 0}
         for url in self.urls:
             if tuple(tail) not in self._proven[url]:
-                await self._prove(url, fields, held, tail, headers, rid)
+                await self._proof(url, fields, held, tail, headers, rid)
         try:
             answer = await post_json_on_replicas(
                 self._http,
@@ -175,6 +177,25 @@ class NeMoRLPolicy:
                     self._affinity.popitem(last=False)
 
         return sent_to
+
+    async def _proof(
+        self,
+        url: str,
+        fields: dict[str, Any],
+        held: list[int],
+        tail: Sequence[int],
+        headers: dict[str, str] | None,
+        rid: str | None,
+    ) -> None:
+        """:meth:`_prove`, once for all the episodes of this loop that wait on the same server and tail (the
+        proof depends only on the tail: the server keeps the prefix as sent)."""
+        key = (id(asyncio.get_running_loop()), url, tuple(tail))
+        running = self._proving.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._prove(url, fields, held, tail, headers, rid))
+            self._proving[key] = running
+            running.add_done_callback(lambda _f: self._proving.pop(key, None))
+        await asyncio.shield(running)
 
     async def _prove(
         self,
