@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,7 @@ class _Sticky(ReplicaSet):
     def pick(self, avoid: EndpointGuard | None = None) -> EndpointGuard:
         g = self.preferred
         if g is not None and avoid is None and not g.is_open and not g.is_failing:
+            g.last_sent = time.monotonic()  # as ReplicaSet.pick records its choice (its probes read it)
             return g
         return ReplicaSet.pick(self, avoid)
 
