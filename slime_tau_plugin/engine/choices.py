@@ -34,6 +34,8 @@ class PolicyApi(Choice):
     """SGLang's native ``/generate`` (``policy/sglang.py``)."""
     OPENAI_COMPLETIONS = "openai-completions"
     """``/v1/completions`` with a token-id prompt and log-probs, as vLLM serves it (``policy/openai.py``)."""
+    NEMO_RL = "nemo-rl"
+    """NeMo RL's vLLM servers: ``/v1/chat/completions`` with ``required_prefix_token_ids`` (``policy/nemo_rl.py``)."""
 
 
 class UserKind(Choice):

@@ -38,6 +38,11 @@ DEAD_USER_AGENT = "tau_dead_user"
 MAX_TURNS_AGENT = "tau_max_turns_2"
 """An agent whose episodes end at ``tau_max_turns: 2`` (the parity test's episode cut by a limit)."""
 MODEL_SERVER = "policy_model"
+NEMO_RL_MODEL = "nemo_rl_policy"
+"""A vllm_model entry as NeMo RL writes it: ``base_url`` lists its two (stand-in) vLLM servers."""
+NEMO_RL_AGENT = "tau_nemo_rl"
+NEMO_RL_CUT_AGENT = "tau_nemo_rl_max_turns_2"
+"""Agents on NeMo RL's servers (``tau_policy_api: nemo-rl``), built from the head's config in this process."""
 CONFIG_DICT_VAR = "NEMO_GYM_CONFIG_DICT"
 """Where a NeMo Gym process finds its global config (how ``gym env start`` hands it to the servers it spawns)."""
 
@@ -53,12 +58,14 @@ class Gym:
     head: tuple[str, int]
     agent_url: str
     oracle_url: str
+    nemo_rl: tuple[Any, ...] = ()
+    """NeMo RL's two (stand-in) vLLM servers behind ``NEMO_RL_MODEL``."""
 
 
-def _agent_entry(port: int, tau: dict) -> dict:
+def _agent_entry(port: int, tau: dict, model: str = MODEL_SERVER) -> dict:
     from slime_tau_plugin.adapters.nemo_gym.serve import ENTRYPOINT
 
-    ref = {"type": "responses_api_models", "name": MODEL_SERVER}
+    ref = {"type": "responses_api_models", "name": model}
     body = {"entrypoint": ENTRYPOINT, "host": "127.0.0.1", "port": port, "model_server": ref, "tau": tau}
     return {"responses_api_agents": {"tau": body}}
 
@@ -88,14 +95,30 @@ def oracle(qwen25, oracle_server_factory):
 
 
 @pytest.fixture(scope="session")
-def gym(oracle, qwen25_dir) -> Iterator[Gym]:
-    """NeMo Gym's head server and our two agents, up."""
+def nemo_rl_servers(qwen25, tau2_backend) -> Iterator[tuple[Any, ...]]:
+    """Two stand-ins of NeMo RL's vLLM server (``/v1/chat/completions``, ``/tokenize``), the oracle policy."""
+    from slime_tau_plugin.tools.servers import oracle_scripts
+    from slime_tau_plugin.tools.servers.fake_models import OracleModel
+    from slime_tau_plugin.tools.servers.nemo_rl_server import NeMoRLServer
+    from tests.parity import PARITY_SETS
+
+    servers = tuple(NeMoRLServer(OracleModel(qwen25, oracle_scripts(list(PARITY_SETS)))).start() for _ in range(2))
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def gym(oracle, qwen25_dir, nemo_rl_servers) -> Iterator[Gym]:
+    """NeMo Gym's head server and our agents, up."""
     from nemo_gym.server_utils import HeadServer
     from omegaconf import OmegaConf
 
     from slime_tau_plugin.adapters.nemo_gym.serve import app_of, build_agent
 
     head_port, agent_port, dead_port, cut_port = free_port(), free_port(), free_port(), free_port()
+    nemo_port, nemo_cut_port = free_port(), free_port()
+    nemo_tau = {"tau_tokenizer_path": qwen25_dir, "tau_policy_api": "nemo-rl"}
     dead_user = {
         "tau_tokenizer_path": qwen25_dir,
         "tau_user": "llm",
@@ -120,6 +143,20 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
         AGENT: _agent_entry(agent_port, {"tau_tokenizer_path": qwen25_dir}),
         DEAD_USER_AGENT: _agent_entry(dead_port, dead_user),
         MAX_TURNS_AGENT: _agent_entry(cut_port, {"tau_tokenizer_path": qwen25_dir, "tau_max_turns": 2}),
+        NEMO_RL_MODEL: {
+            "responses_api_models": {
+                "vllm_model": {
+                    "entrypoint": "app.py",
+                    "host": "127.0.0.1",
+                    "port": free_port(),
+                    "base_url": [f"{server.url}/v1" for server in nemo_rl_servers],
+                    "model": nemo_rl_servers[0].model_id,
+                    "api_key": "dummy_key",
+                }
+            }
+        },
+        NEMO_RL_AGENT: _agent_entry(nemo_port, nemo_tau, NEMO_RL_MODEL),
+        NEMO_RL_CUT_AGENT: _agent_entry(nemo_cut_port, {**nemo_tau, "tau_max_turns": 2}, NEMO_RL_MODEL),
     }
     os.environ[CONFIG_DICT_VAR] = OmegaConf.to_yaml(OmegaConf.create(config))
     head_server, head_thread, _ = HeadServer.run_webserver()
@@ -134,6 +171,7 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
     import uvicorn
 
     # standalone (no head): SGLang's /generate named by URL; the head's entry only routes Gym's client to it
+    head = ("127.0.0.1", head_port)
     standalone = {
         dead_port: build_agent(DEAD_USER_AGENT, port=dead_port, tau={**dead_user, "tau_policy_url": oracle.url}),
         cut_port: build_agent(
@@ -141,6 +179,8 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
             port=cut_port,
             tau={"tau_tokenizer_path": qwen25_dir, "tau_max_turns": 2, "tau_policy_url": oracle.url},
         ),
+        nemo_port: build_agent(NEMO_RL_AGENT, head=head),  # its entry and model server read from the head
+        nemo_cut_port: build_agent(NEMO_RL_CUT_AGENT, head=head),
     }
     servers = [
         uvicorn.Server(uvicorn.Config(app_of(agent), host="127.0.0.1", port=port, log_level="warning"))
@@ -153,7 +193,7 @@ def gym(oracle, qwen25_dir) -> Iterator[Gym]:
         for port in standalone:
             _wait_up(f"http://127.0.0.1:{port}/", None)
         _wait_up(f"http://127.0.0.1:{agent_port}/", proc)
-        yield Gym(("127.0.0.1", head_port), f"http://127.0.0.1:{agent_port}", oracle.url)
+        yield Gym(head, f"http://127.0.0.1:{agent_port}", oracle.url, nemo_rl_servers)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -196,7 +236,8 @@ async def _collect(gym, out: Path) -> dict:
         "no_task": await client.post(server_name=AGENT, url_path="/run", json=_row(AGENT, "tau2/retail", 1)),
     }
     answers = {name: (res.status, await res.json(content_type=None)) for name, res in calls.items()}
-    return {"results": results, "answers": answers, "parity": parity}
+    nemo_rl = await _collect_as_nemo_rl(helper, client, gym)
+    return {"results": results, "answers": answers, "parity": parity, "nemo_rl": nemo_rl}
 
 
 @pytest.fixture(scope="session")
@@ -235,4 +276,37 @@ async def _collect_parity(helper: Any, out: Path) -> dict[str, dict]:
         for line in name.read_text().splitlines() if name.exists() else []:
             row = json.loads(line)
             found[row["parity_case"]] = {**row, "kept": kept}
+    return found
+
+
+NEMO_RL_MAX_NEW_TOKENS = 1024
+"""NeMo RL's ``policy.generation.max_new_tokens`` in the rows below (``_prepare_nemo_gym_rows``)."""
+
+
+async def _collect_as_nemo_rl(helper: Any, client: Any, gym: Gym) -> dict[str, Any]:
+    """The parity cases on the NeMo RL agents, and the dead-user agent's task, the way NeMo RL collects them: rows
+    prepared as ``_prepare_nemo_gym_rows`` does (its temperature and top_p, ``max_output_tokens`` capped by its
+    ``max_new_tokens``, ``_rowidx``), sent by NeMo Gym's ``RolloutCollectionHelper.run_examples`` (what NeMo RL's
+    ``NemoGym.run_rollouts`` calls), each answer or exception kept by case name."""
+    from nemo_gym.config_types import BaseServerConfig
+
+    cases = {
+        c.name: _row(NEMO_RL_CUT_AGENT if c.settings else NEMO_RL_AGENT, c.task_name, c.seed) for c in PARITY_CASES
+    }
+    cases["dead-user"] = _row(DEAD_USER_AGENT, TASK, 7)
+    rows = []
+    for index, (name, row) in enumerate(cases.items()):
+        params = row["responses_create_params"]
+        params.update(temperature=1.0, top_p=1.0, max_output_tokens=min(4096, NEMO_RL_MAX_NEW_TOKENS))
+        rows.append({**row, "_rowidx": index, "case": name})
+    head = BaseServerConfig(host=gym.head[0], port=gym.head[1])
+    found: dict[str, Any] = {}
+    for task in helper.run_examples(rows, head):
+        try:
+            row, result = await task
+        except Exception as exc:  # what NeMo RL would see: its _typed_gym_failure reads .status
+            found[f"error-{len(found)}"] = exc
+            continue
+        found[row["case"]] = result
+    found["servers"] = [server.chat_requests.total for server in gym.nemo_rl]
     return found

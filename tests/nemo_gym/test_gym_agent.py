@@ -28,13 +28,15 @@ def test_rollout_collection_keeps_oracle_episodes_with_per_turn_tokens_and_taus_
     assert agg[AGENT]["agent_metrics"]["mean/reward"] == 1.0
 
 
-def test_a_dead_user_simulator_is_a_failed_rollout_not_a_zero_reward(collected):
+def test_a_dead_user_simulator_is_a_failed_masked_rollout(collected):
     failed = collected["failures"]
     assert [r["agent_ref"]["name"] for r in failed] == [DEAD_USER_AGENT, DEAD_USER_AGENT]
     for row in failed:
-        assert row["_ng_failure_class"] == "transient" and row["reward"] is None
+        assert row["_ng_failure_class"] == "transient" and row["reward"] == 0.0  # never null: NeMo RL reads floats
+        assert row["instance_config"] == {"mask_sample": True} and row["mask_sample"] is True
         assert row["tau_status"] == "failed" and row["tau_termination"] == "user_error" and row["tau_error"]
-        assert not any("generation_token_ids" in item for item in row["response"]["output"])
+        (placeholder,) = [item for item in row["response"]["output"] if "generation_token_ids" in item]
+        assert len(placeholder["generation_token_ids"]) == 1 and row["response"]["metadata"]["tau_placeholder"]
     assert all(r["agent_ref"]["name"] == AGENT for r in collected["main"])
     # the failed rollouts are not scored: the dead agent's aggregate has no reward to average
     agg = {entry["agent_ref"]["name"]: entry for entry in collected["metrics"]}

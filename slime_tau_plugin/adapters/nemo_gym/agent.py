@@ -7,10 +7,12 @@ ours) and answers NeMo Gym's verify response: ``response.output`` holds one trai
 its ``prompt_token_ids``, ``generation_token_ids`` and ``generation_log_probs``, ``reward`` is τ's.
 
 Outcomes: an episode that must not train (the user simulator, the policy server or the environment failed; a
-run-level cut-off) is a failed rollout in NeMo Gym's terms: ``reward`` is null (never 0) and the failure field
-``_ng_failure_class`` is set, so rollout collection writes it to ``<output>_failures.jsonl`` (retried up to
-``NEMO_GYM_MAX_ROLLOUT_ATTEMPTS`` on resume, ``_ng_failure_terminal`` for cut-offs), never to the rollouts the
-metrics and trainers read. A wrong setting or a row that names no task is HTTP 400 with one line.
+run-level cut-off) is dropped by each consumer's own means, never with a null reward (NeMo RL reads
+``float(reward)`` of every row): ``instance_config.mask_sample`` (NeMo RL zeroes the row's loss) with reward 0.0,
+and the failure field ``_ng_failure_class``, so NeMo Gym's rollout collection writes it to
+``<output>_failures.jsonl`` (retried up to ``NEMO_GYM_MAX_ROLLOUT_ATTEMPTS`` on resume, ``_ng_failure_terminal``
+for cut-offs), never to the rollouts the metrics read. It is HTTP 200: NeMo RL's synchronous GRPO stops the run on
+any error status. A wrong setting or a row that names no task is HTTP 400 with one line.
 
 The resources-server verbs are served here too: ``/seed_session`` checks a row's task, ``/verify`` returns the
 reward ``/run`` attached to its response (τ scored the episode when it ended; nothing is re-played).
@@ -81,10 +83,10 @@ class TauSeedSessionResponse(BaseModel):
 
 
 class TauVerifyResponse(BaseVerifyRequest):
-    """NeMo Gym's verify response with a nullable reward (null: a failed rollout) and τ's own fields."""
+    """NeMo Gym's verify response with τ's own fields (a failed rollout: reward 0.0, masked, failure field set)."""
 
     model_config = ConfigDict(extra="allow")
-    reward: float | None
+    reward: float
 
 
 class TauAgent(SimpleResponsesAPIAgent):
@@ -108,7 +110,7 @@ class TauAgent(SimpleResponsesAPIAgent):
             if self.config.model_server is not None and not self.config.tau.get("tau_policy_url"):
                 name = self.config.model_server.name
                 entry = server_entry(self.server_client.global_config_dict, name)
-                policy = model_server_policy(name, entry)
+                policy = model_server_policy(name, entry, self.config.tau.get("tau_policy_api"))
             self._tau_configs[""] = agent_config(self.config.tau, policy)
         base = self._tau_configs[""]
         if not benchmark or benchmark == base.benchmark:
@@ -136,11 +138,11 @@ class TauAgent(SimpleResponsesAPIAgent):
         answer["response"] = gym_response(finished, config, body.responses_create_params.model or "", reward)
         answer["reward"] = reward
         answer.update(tau_fields(finished))
-        answer.update(failure_fields(result))
+        answer.update(failure_fields(result, answer.get("instance_config")))
         return TauVerifyResponse.model_validate(answer)
 
     async def aggregate_metrics(self, body: Annotated[AggregateMetricsRequest, Body()]) -> AggregateMetrics:
-        """NeMo Gym's aggregation over the rollouts that finished: a failed one (null reward) is not scored."""
+        """NeMo Gym's aggregation over the rollouts that finished: a failed (masked) one is not scored."""
         kept = [row for row in body.verify_responses if NG_FAILURE_CLASS_KEY not in row]
         return await super().aggregate_metrics(AggregateMetricsRequest(verify_responses=kept))
 

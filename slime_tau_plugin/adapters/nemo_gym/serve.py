@@ -31,14 +31,18 @@ def build_agent(
     port: int | None = None,
     tau: Mapping[str, Any] | None = None,
     evaluation: bool | None = None,
+    client: ServerClient | None = None,
 ) -> TauAgent:
-    """A ready agent (its episode config built and checked).
+    """A ready agent (its episode config built and checked); ``client``: NeMo Gym's, already holding the global
+    config (its entry ``name`` is read from it), else the one read from ``head``, else a standalone one.
 
     Raises:
         ConfigError: the head server cannot be reached or has no entry ``name``, or a setting is wrong.
     """
     entry: dict[str, Any] = {}
-    if head is not None:
+    if client is not None:
+        entry = server_entry(client.global_config_dict, name)
+    elif head is not None:
         head_config = BaseServerConfig(host=head[0], port=head[1])
         try:
             client = ServerClient.load_from_global_config(head_config)
@@ -74,6 +78,39 @@ def app_of(agent: TauAgent) -> Any:
     agent.setup_liveness(app)
     agent.setup_exception_middleware(app)
     return app
+
+
+def serve_from_environment() -> int:
+    """Serve the agent NeMo Gym's launcher started (``python app.py`` in ``responses_api_agents/slime_tau``): its
+    name in ``NEMO_GYM_CONFIG_PATH``, the global config in ``NEMO_GYM_CONFIG_DICT`` (what ``RunHelper`` sets);
+    a wrong setting is one line on stderr and exit status 2."""
+    import os
+    import sys
+
+    from nemo_gym.global_config import (
+        NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME,
+        NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME,
+        get_global_config_dict,
+    )
+
+    try:
+        name = os.environ.get(NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME)
+        if not name or not os.environ.get(NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME):
+            raise ConfigError(
+                f"{NEMO_GYM_CONFIG_PATH_ENV_VAR_NAME} and {NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME} are unset: NeMo Gym's "
+                "launcher sets them (gym env start, NeMo RL); by hand, use slime-tau serve-gym"
+            )
+        global_config = get_global_config_dict()
+        client = ServerClient(
+            head_server_config=ServerClient.load_head_server_config(), global_config_dict=global_config
+        )
+        agent = build_agent(name, client=client)
+    except ConfigError as exc:
+        print(f"slime-tau agent: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    print(f"serving the τ agent {name} to NeMo Gym at http://{agent.config.host}:{agent.config.port}", flush=True)
+    serve(agent)
+    return 0
 
 
 def serve(agent: TauAgent) -> None:

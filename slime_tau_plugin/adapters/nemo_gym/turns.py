@@ -38,7 +38,7 @@ class RunTrajectory:
     loss_mask: tuple[int, ...]
     log_probs: tuple[float, ...]
     reward: float | None
-    """τ's reward; None for an episode that must not train (NeMo Gym's failure field is set)."""
+    """τ's reward; None for an episode that must not train (the row is masked: ``instance_config.mask_sample``)."""
     status: str
 
 
@@ -71,13 +71,16 @@ def gym_turns(traj: Trajectory) -> tuple[list[TurnTokens], list[int]]:
 
 
 def run_trajectory(run: Mapping[str, Any]) -> RunTrajectory:
-    """slime's view of a ``/run`` answer (a dict as NeMo Gym's client reads it).
+    """slime's view of a ``/run`` answer (a dict as NeMo Gym's client reads it); a masked row's reward is None and
+    its placeholder turn (a failed episode without model turns) is not a turn.
 
     Raises:
         ValueError: a turn's prompt does not extend the previous turn's prompt + generation (not one sequence),
             or the lengths disagree.
     """
-    items = [item for item in run["response"]["output"] if all(k in item for k in TOKEN_KEYS)]
+    masked = bool((run.get("instance_config") or {}).get("mask_sample"))
+    placeholder = (run["response"].get("metadata") or {}).get("tau_placeholder") == "true"
+    items = [] if placeholder else [item for item in run["response"]["output"] if all(k in item for k in TOKEN_KEYS)]
     prompt_len = int(run["tau_prompt_len"])
     ids: list[int] = []
     mask: list[int] = []
@@ -98,7 +101,7 @@ def run_trajectory(run: Mapping[str, Any]) -> RunTrajectory:
     lps += [0.0] * len(tail)
     if items and len(items[0]["prompt_token_ids"]) < prompt_len:
         raise ValueError(f"the first turn's prompt is shorter than tau_prompt_len={prompt_len}")
-    reward = run.get("reward")
+    reward = None if masked else run.get("reward")
     return RunTrajectory(
         tuple(ids[:prompt_len]),
         tuple(ids[prompt_len:]),

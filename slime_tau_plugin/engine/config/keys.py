@@ -134,11 +134,13 @@ class TauKeys(BaseModel):
     policy_url: str | None = setting(None, "SGLang server/router URL; default http://{sglang_router_ip}:{port}")
     policy_api: PolicyApi = setting(
         PolicyApi.SGLANG,
-        "how to talk to the policy server: sglang (native /generate) or openai-completions (/v1/completions with "
-        "token-id prompts and log-probs, as vLLM serves it)",
+        "how to talk to the policy server: sglang (native /generate), openai-completions (/v1/completions with "
+        "token-id prompts and log-probs, as vLLM serves it) or nemo-rl (NeMo RL's vLLM servers: /v1/chat/completions "
+        "with required_prefix_token_ids; tau_policy_url may list several, comma-separated)",
     )
     policy_model: str | None = setting(
-        None, "openai-completions: the model name the server knows (default: none sent; vLLM uses its only model)"
+        None,
+        "openai-completions, nemo-rl: the model name the server knows (default: none sent; vLLM uses its only model)",
     )
     policy_timeout_s: float = setting(600.0, "per-request timeout for /generate", gt=0, noun="seconds")
     policy_retries: int = setting(4, "tries per /generate for connection errors, timeouts and 5xx", ge=1)

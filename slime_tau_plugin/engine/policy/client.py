@@ -5,6 +5,8 @@ Clients, one per wire protocol, each the only reader of its response shape:
 - ``policy_sglang.SGLangPolicy``: SGLang's native ``POST /generate`` (slime's engines and router).
 - ``policy_openai.OpenAICompletionsPolicy``: an OpenAI-compatible ``POST /v1/completions`` with a token-id
   prompt and log-probs (vLLM; SGLang's OpenAI endpoint).
+- ``nemo_rl.NeMoRLPolicy``: NeMo RL's vLLM servers (``/tokenize`` and ``/v1/chat/completions`` with its
+  ``required_prefix_token_ids``), several at once.
 - ``policy_verl.VerlPolicy``: verl's ``server_manager`` (no HTTP of ours).
 
 The HTTP clients share :func:`post_json_with_retries`: connection failures, timeouts, 429 and 5xx are
@@ -15,10 +17,11 @@ An engine abort is a ``finish_reason``, not an exception.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import importlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,7 +37,8 @@ from slime_tau_plugin.engine.errors import (
 from slime_tau_plugin.engine.net.endpoints import EndpointGuard, EndpointRole, GuardSettings, guard_for
 from slime_tau_plugin.engine.net.http_errors import HTTPFailure, classify_status
 from slime_tau_plugin.engine.net.loop_http import LoopBoundHTTP, TransportError
-from slime_tau_plugin.engine.net.retry import RetrySettings, retry_async
+from slime_tau_plugin.engine.net.replicas import ReplicaSet
+from slime_tau_plugin.engine.net.retry import RetrySettings, retry_async, retry_on_replicas
 
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.config.tau_config import TauConfig
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 POLICY_CLIENTS: dict[PolicyApi, str] = {
     PolicyApi.SGLANG: "slime_tau_plugin.engine.policy.sglang:SGLangPolicy",
     PolicyApi.OPENAI_COMPLETIONS: "slime_tau_plugin.engine.policy.openai:OpenAICompletionsPolicy",
+    PolicyApi.NEMO_RL: "slime_tau_plugin.engine.policy.nemo_rl:NeMoRLPolicy",
 }
 """``tau_policy_api`` -> the client class (``module:Class`` with a ``from_config(config)`` constructor),
 imported when chosen. A new wire protocol is a ``policy_<name>.py`` and one line here (plus its
@@ -163,6 +168,28 @@ class _CutBodyError(PolicyProtocolError):
     """A 2xx answer whose body is not JSON (cut short): retried, then surfaced as PolicyProtocolError."""
 
 
+async def _post_once(
+    http: LoopBoundHTTP, path: str, payload: Any, headers: dict[str, str] | None, rid: str | None
+) -> Any:
+    """One POST: the decoded JSON of a 2xx answer, else the error :func:`post_json_with_retries` retries or raises."""
+    try:
+        answer = await http.post_json(path, payload, headers)
+    except TransportError as exc:
+        raise PolicyConnectionError(str(exc)) from exc
+    failure = classify_status(answer.status, answer.text, answer.retry_after)
+    if failure is not None and failure.is_transient:
+        raise _TransientHTTPError(f"POST {path} answered {failure.status} (rid={rid})", failure, answer.text)
+    if failure is not None:
+        raise _final_error(failure, answer.text, rid, path)
+    try:
+        return json.loads(answer.text)
+    except json.JSONDecodeError as exc:  # a body cut short (a proxy, a restarting server): try again
+        raise _CutBodyError(f"{path} answered non-JSON (rid={rid}): {answer.text[:200]!r}") from exc
+
+
+_RETRIED = (PolicyConnectionError, _TransientHTTPError, _CutBodyError)
+
+
 async def post_json_with_retries(
     http: LoopBoundHTTP,
     path: str,
@@ -180,25 +207,45 @@ async def post_json_with_retries(
         PolicyConnectionError: transport failures or timeouts after retries, or the endpoint is down.
         PolicyProtocolError: a 2xx body that is not JSON.
     """
-
-    async def once() -> Any:
-        try:
-            answer = await http.post_json(path, payload, headers)
-        except TransportError as exc:
-            raise PolicyConnectionError(str(exc)) from exc
-        failure = classify_status(answer.status, answer.text, answer.retry_after)
-        if failure is not None and failure.is_transient:
-            raise _TransientHTTPError(f"POST {path} answered {failure.status} (rid={rid})", failure, answer.text)
-        if failure is not None:
-            raise _final_error(failure, answer.text, rid, path)
-        try:
-            return json.loads(answer.text)
-        except json.JSONDecodeError as exc:  # a body cut short (a proxy, a restarting server): try again
-            raise _CutBodyError(f"{path} answered non-JSON (rid={rid}): {answer.text[:200]!r}") from exc
-
     what = f"rid={rid} {path}"
+    with _final_errors():
+        return await retry_async(lambda: _post_once(http, path, payload, headers, rid), retry, _RETRIED, what, guard)
+
+
+async def post_json_on_replicas(
+    https: Mapping[str, LoopBoundHTTP],
+    path: str,
+    payload: Callable[[str], Any],
+    headers: dict[str, str] | None,
+    retry: RetrySettings,
+    rid: str | None,
+    replicas: ReplicaSet,
+    sent_to: Callable[[str], None] | None = None,
+) -> Any:
+    """:func:`post_json_with_retries` over several servers of one policy (``https``: one client per URL): each
+    try goes where ``replicas.pick`` says (``net/replicas.py``: fewest in flight, failing ones skipped), with
+    ``payload(url)`` as its body; ``sent_to(url)`` is told which server answered.
+
+    Raises:
+        as :func:`post_json_with_retries`.
+    """
+
+    async def once(guard: EndpointGuard | None) -> Any:
+        url = guard.url if guard is not None else next(iter(https))
+        body = await _post_once(https[url], path, payload(url), headers, rid)
+        if sent_to is not None:
+            sent_to(url)
+        return body
+
+    with _final_errors():
+        return await retry_on_replicas(once, retry, _RETRIED, f"rid={rid} {path}", replicas)
+
+
+@contextlib.contextmanager
+def _final_errors() -> Iterator[None]:
+    """The retried errors, once their tries are spent, as the public errors callers catch."""
     try:
-        return await retry_async(once, retry, (PolicyConnectionError, _TransientHTTPError, _CutBodyError), what, guard)
+        yield
     except _TransientHTTPError as exc:
         raise PolicyHTTPError(str(exc), status=exc.status, body=exc.body) from exc
     except _CutBodyError as exc:

@@ -139,21 +139,11 @@ class OpenAICompletionsPolicy(HTTPPolicyClient):
 def completions_request(
     input_ids: Sequence[int], sampling_params: dict[str, Any], model: str | None, *, return_token_ids: bool = True
 ) -> dict[str, Any]:
-    """The completions body for one turn: SGLang-named ``sampling_params`` in vLLM's vocabulary.
-
-    Parameters with no completions equivalent are left out (logged once each): SGLang ignores unknown
-    fields, vLLM only warns, and neither may change what is sampled behind our back.
-    """
+    """The completions body for one turn: SGLang-named ``sampling_params`` in vLLM's vocabulary."""
     payload: dict[str, Any] = {} if model is None else {"model": model}
     payload["prompt"] = list(input_ids)
     payload["skip_special_tokens"] = False
-    for key, value in sampling_params.items():
-        if key in _RENAMED:
-            payload[_RENAMED[key]] = value
-        elif key in _SAME_NAME:
-            payload[key] = value
-        elif key not in _TEXT_ONLY and shared_state().first_time("completions: unsent sampling parameter", key):
-            logger.warning("sampling parameter %s=%r has no /v1/completions equivalent; not sent", key, value)
+    payload.update(openai_sampling(sampling_params))
     payload.update(
         logprobs=0,  # the sampled token's own log-prob, no alternatives
         return_token_ids=return_token_ids,
@@ -161,6 +151,23 @@ def completions_request(
         include_stop_str_in_output=True,
         stream=False,
     )
+    return payload
+
+
+def openai_sampling(sampling_params: dict[str, Any]) -> dict[str, Any]:
+    """SGLang-named ``sampling_params`` in vLLM's OpenAI vocabulary (``max_tokens``, ``seed``, ...).
+
+    Parameters with no OpenAI equivalent are left out (logged once each): SGLang ignores unknown fields, vLLM
+    only warns, and neither may change what is sampled behind our back.
+    """
+    payload: dict[str, Any] = {}
+    for key, value in sampling_params.items():
+        if key in _RENAMED:
+            payload[_RENAMED[key]] = value
+        elif key in _SAME_NAME:
+            payload[key] = value
+        elif key not in _TEXT_ONLY and shared_state().first_time("completions: unsent sampling parameter", key):
+            logger.warning("sampling parameter %s=%r has no /v1/completions equivalent; not sent", key, value)
     return payload
 
 

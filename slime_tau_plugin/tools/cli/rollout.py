@@ -153,18 +153,18 @@ def check_flags(ns: argparse.Namespace) -> None:
 
     Raises:
         ConfigError: LLM-user flags without ``--user llm``; ``--policy``/``--script`` with ``--sglang-url``;
-            ``--script`` without ``--policy scripted`` or the reverse; ``--policy-model`` without the
-            openai-completions API; a URL without ``http(s)://``; a task
+            ``--script`` without ``--policy scripted`` or the reverse; ``--policy-model`` with the SGLang
+            API; a URL without ``http(s)://``; a task
             listed twice in ``--tasks``/``--task-ids``.
     """
     if ns.user != UserKind.LLM:
         for flag in (*LLM_USER_FLAGS, "user_max_inflight"):
             if getattr(ns, flag) is not None:
                 raise ConfigError(f"{cli_key(flag)} is for the LLM user; add --user llm or drop it")
-    if ns.policy_model is not None and ns.policy_api != PolicyApi.OPENAI_COMPLETIONS:
+    if ns.policy_model is not None and ns.policy_api == PolicyApi.SGLANG:
         raise ConfigError(
-            "--policy-model names the model for --policy-api openai-completions; SGLang's native /generate "
-            "serves one model and takes no name: add --policy-api openai-completions or drop --policy-model"
+            "--policy-model names the model for --policy-api openai-completions or nemo-rl; SGLang's native "
+            "/generate serves one model and takes no name: add --policy-api openai-completions or drop --policy-model"
         )
     if ns.sglang_url is not None:
         for flag in ("policy", "script"):

@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--policy-api",
         default=None,
-        choices=["sglang", "openai-completions"],
+        choices=["sglang", "openai-completions", "nemo-rl"],
         help="its protocol (tau_policy_api) (default: sglang with --policy-url)",
     )
 

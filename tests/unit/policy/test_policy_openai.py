@@ -179,7 +179,7 @@ def test_vllm_context_length_400_is_a_context_length_error() -> None:
 
 def test_policy_api_is_validated_and_names_the_valid_values() -> None:
     with pytest.raises(
-        ConfigError, match="tau_policy_api='vllm' is unknown; expected one of openai-completions, sglang"
+        ConfigError, match="tau_policy_api='vllm' is unknown; expected one of nemo-rl, openai-completions, sglang"
     ):
         TauConfig(policy_api="vllm")
     config = TauConfig(policy_api="openai-completions", policy_model="Qwen/Qwen3-4B")
