@@ -10,6 +10,7 @@ own functions are used; else these restatements (the tests assert behaviour, not
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import sys
@@ -91,6 +92,11 @@ def train_data(args: Any, samples: list[Any]) -> dict[str, list[Any]]:
                 sample.loss_mask = [0] * sample.response_length
             masks.append(sample.loss_mask)
         return {"loss_masks": masks, "rollout_log_probs": [s.rollout_log_probs for s in samples]}
+    from slime.utils.types import Sample
+
+    # slime's own Sample (the stand-in lacks fields slime reads, e.g. train_metadata); the masks and metadata
+    # are the same list and dict objects, so the post-process's writes reach the caller's samples too
+    samples = [Sample(**{f.name: getattr(s, f.name) for f in dataclasses.fields(s)}) for s in samples]
     manager = getattr(rollout.RolloutManager, "__ray_actor_class__", rollout.RolloutManager)
     state = SimpleNamespace(
         args=args, custom_reward_post_process_func=hook, custom_convert_samples_to_train_data_func=None
