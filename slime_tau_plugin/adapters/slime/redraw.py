@@ -32,7 +32,7 @@ from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RedrawBudget", "RedrawStep", "StepShape", "redraw_budget", "redraws_after"]
+__all__ = ["SHORT_PREFIX", "RedrawBudget", "RedrawStep", "StepShape", "redraw_budget", "redraws_after"]
 
 SHORT_PREFIX = "short_"
 """``tau_group_filter`` of a rejected group slime keeps to fill the step: ``short_<reason>``."""
@@ -105,7 +105,7 @@ class RedrawBudget:
                 return False
             self._kept_short += 1
             first, dropped = self._kept_short == 1, self._dropped
-        if first:
+        if first:  # once a step, so a run whose pass rates sit at 0 or 1 says so every step
             logger.warning(
                 "tau redraw bound: step %s drew %d more batch(es) of %d groups (tau_max_redraws=%d) and dropped %d "
                 "groups; slime keeps its remaining rejected groups to fill its %d (they train short of spread: "
