@@ -4,8 +4,8 @@ slime pushes the actor's weights to SGLang once before the first rollout and aft
 is no trainer, so :func:`push` sets the oracle server's ``weight_version`` (SGLang's ``/update_weight_version``)
 at the points slime's drivers would: ``train.py`` after every step, ``train_async.py`` after every step but the
 first (its rollout ``r + 1`` is drawn while ``r`` trains, and the push waits for it). :class:`LagLog` runs the
-log hook's ``weight_lag.lag_metrics`` (and, with ``tau_max_weight_lag``, ``mask_stale``) on each step's samples
-and sums trainable ids by lag, before that mask, for the report.
+log hook's ``weight_lag.lag_metrics`` (and, with ``tau_max_weight_lag``, the reward post-process's
+``mask_for_training``) on each step's samples and sums trainable ids by lag, before that mask, for the report.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import urllib.request
 from collections import Counter
 
-from slime_tau_plugin.adapters.slime.weight_lag import HIST_TOP, lag_metrics, mask_stale, sample_lags
+from slime_tau_plugin.adapters.slime.weight_lag import HIST_TOP, lag_metrics, mask_for_training, sample_lags
 
 
 def push(url: str, version: int) -> None:
@@ -45,7 +45,7 @@ class LagLog:
         for sample in samples:
             ids += sample_lags(sample, sample.metadata.get("tau_train_version"))
         self.rows.append((rollout_id, metrics, ids))
-        mask_stale(samples, self.max_lag)  # what the log hook does with tau_max_weight_lag
+        mask_for_training(samples, rollout_id, self.max_lag)  # what the reward post-process does before training
         return metrics
 
     def report(self, first: int = 1) -> str:

@@ -95,11 +95,11 @@ def http_get(url: str) -> int:
         return 0
 
 
-def start_server(tok: str, latency_ms: int, log: Path) -> tuple[subprocess.Popen, str]:
+def start_server(tok: str, latency_ms: int, log: Path, policy: str = "oracle") -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [*cli(), "serve", "--policy", "oracle", f"--port={port}", f"--latency-ms={latency_ms}", f"--tokenizer={tok}"]
+    cmd = [*cli(), "serve", "--policy", policy, f"--port={port}", f"--latency-ms={latency_ms}", f"--tokenizer={tok}"]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
     while http_get(url + "/health") != 200:

@@ -23,6 +23,7 @@ from typing import Any
 FILTERS = {
     "slime": "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std",
     "tau": "slime_tau_plugin.adapters.slime.group_filter.keep_group",
+    "slime-fallback": "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std_with_fallback",
 }
 ALL_SAMPLES = "slime_tau_plugin.adapters.slime.all_samples.process_all_samples"
 verdicts: collections.Counter = collections.Counter()
@@ -39,7 +40,8 @@ def counted_filter(args: Any, samples: list, **kwargs: Any) -> Any:
         marks["raised_at"], marks["raised"] = time.monotonic(), f"{type(exc).__name__}: {exc}"
         raise
     keep, reason = bool(getattr(out, "keep", out)), getattr(out, "reason", None)
-    verdicts["kept" if keep else f"dropped {reason}"] += 1
+    short = not keep and getattr(out, "keep_when_insufficient", False)  # slime keeps it if too few are left
+    verdicts["kept" if keep else f"rejected {reason} (keep when insufficient)" if short else f"dropped {reason}"] += 1
     if keep and any(s.status.name == "FAILED" for s in samples):
         verdicts["kept with a FAILED episode"] += 1
     return out

@@ -1,8 +1,9 @@
-"""``weight_lag.py``: the weight lag a sample is trained with, in slime's rollout log hook.
+"""``weight_lag.py``: the weight lag a sample is trained with (slime's rollout log hook) and the mask the reward
+post-process applies to the data slime trains (``tests/slime_loop_contract.train_data``: slime's conversion order).
 
 Episodes are played through our ``generate`` against the oracle server over HTTP; the "weight push" is SGLang's
-``POST /update_weight_version`` on that server, at the points slime's drivers push. The one fake is slime's
-logging module (``test_metrics.install_fake_slime_log``), an external seam.
+``POST /update_weight_version`` on that server, at the points slime's drivers push. The fakes are slime's
+logging module (``test_metrics.install_fake_slime_log``) and, without slime, its rollout-id module (external seams).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import urllib.request
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.advantages import post_process_rewards
 from slime_tau_plugin.adapters.slime.generate import generate
 from slime_tau_plugin.adapters.slime.metrics import ROLLOUT_PREFIX, log_rollout
 from slime_tau_plugin.adapters.slime.weight_lag import SPANS_KEY, train_clock
@@ -20,10 +22,12 @@ from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.errors import ConfigError
 from tests.contracts.slime_sample import Sample
 from tests.slime_args import slime_args
+from tests.slime_loop_contract import set_rollout_id, train_data
 from tests.unit.test_metrics import install_fake_slime_log
 
 SAMPLING = {"temperature": 1.0, "max_new_tokens": 2048, "no_stop_trim": True, "skip_special_tokens": False}
 LAG = ROLLOUT_PREFIX + "lag/"
+POST_PROCESS = {"custom_reward_post_process_path": "slime_tau_plugin.adapters.slime.advantages.post_process_rewards"}
 
 
 @pytest.fixture
@@ -59,8 +63,9 @@ def logged(monkeypatch, rollout_id: int, args, groups) -> dict[str, float]:
 def test_a_finished_sibling_handed_back_is_trained_two_versions_late(oracle, qwen25_dir, tau2_backend, monkeypatch):
     """train.py: a push after every step. A sibling that finished in step 0 while its group was aborted comes
     back COMPLETED (``--partial-rollout``) and trains in step 2: every id it holds is 2 versions old, older than
-    ``tau_max_weight_lag: 1``, so the hook masks it (the episode-level mask never saw it again)."""
-    args = slime_args(oracle, qwen25_dir, partial_rollout=True, tau_max_weight_lag=1)
+    ``tau_max_weight_lag: 1``, so the reward post-process masks it in the data slime trains (the episode-level
+    mask never saw it again)."""
+    args = slime_args(oracle, qwen25_dir, partial_rollout=True, tau_max_weight_lag=1, **POST_PROCESS)
     push(oracle, 1)
     fresh, sibling = (played(oracle, qwen25_dir, tau2_backend, i) for i in (0, 1))
     first = logged(monkeypatch, 0, args, [[fresh]])
@@ -77,9 +82,34 @@ def test_a_finished_sibling_handed_back_is_trained_two_versions_late(oracle, qwe
     assert step2[LAG + "stale_token_share"] == pytest.approx(old / (old + new))  # older than tau_max_weight_lag 1
     assert step2[LAG + "mean"] == pytest.approx(2 * old / (old + new)) and step2[LAG + "max"] == 2
     assert sibling.metadata["tau_train_lag"] == 2 and late.metadata["tau_train_lag"] == 0
-    # and the hook masks them: slime converts these very samples to train data next
-    assert sum(sibling.loss_mask) == 0 and not any(sibling.rollout_log_probs)
-    assert sum(late.loss_mask) == new and any(late.rollout_log_probs)
+    assert sum(sibling.loss_mask) == old, "the log hook measures; the reward post-process masks"
+    # slime's conversion: the reward post-process runs on these samples, then their masks are what trains
+    set_rollout_id(monkeypatch, 2)
+    trained = train_data(args, [sibling, late])
+    assert sum(trained["loss_masks"][0]) == 0 and not any(trained["rollout_log_probs"][0])
+    assert sum(trained["loss_masks"][1]) == new and any(trained["rollout_log_probs"][1])
+
+
+def test_the_mask_reaches_the_trained_sample_whatever_order_slime_logs_in(
+    oracle, qwen25_dir, tau2_backend, monkeypatch
+):
+    """A slime that converts samples to train data before (or without) running the log hook: the reward
+    post-process alone computes the trainer's version and masks the stale sibling, and the log hook that runs
+    after it reports the same version."""
+    args = slime_args(oracle, qwen25_dir, partial_rollout=True, tau_max_weight_lag=1, **POST_PROCESS)
+    push(oracle, 1)
+    fresh, sibling = (played(oracle, qwen25_dir, tau2_backend, i) for i in (5, 6))
+    set_rollout_id(monkeypatch, 0)
+    assert sum(train_data(args, [fresh])["loss_masks"][0]) == sum(fresh.loss_mask) > 0
+    push(oracle, 2)
+    push(oracle, 3)
+    late = played(oracle, qwen25_dir, tau2_backend, 7)
+    set_rollout_id(monkeypatch, 2)
+    trained = train_data(args, [sibling, late])
+    assert sibling.metadata["tau_train_version"] == 3
+    assert sum(trained["loss_masks"][0]) == 0 and not any(trained["rollout_log_probs"][0])
+    assert sum(trained["loss_masks"][1]) == sum(late.loss_mask) > 0
+    assert logged(monkeypatch, 2, args, [[sibling, late]])[LAG + "train_version"] == 3
 
 
 def test_a_queued_fully_async_sample_trains_one_version_late(oracle, qwen25_dir, tau2_backend, monkeypatch):
@@ -102,5 +132,8 @@ def test_a_queued_fully_async_sample_trains_one_version_late(oracle, qwen25_dir,
 @pytest.mark.parametrize("value", [-1, "two", 1.5])
 def test_a_bad_lag_limit_is_refused_naming_the_key(value, monkeypatch):
     install_fake_slime_log(monkeypatch)
+    args = slime_args("http://127.0.0.1:1", "unused", tau_max_weight_lag=value)
     with pytest.raises(ConfigError, match="tau_max_weight_lag"):
-        log_rollout(0, slime_args("http://127.0.0.1:1", "unused", tau_max_weight_lag=value), [], None, 1.0)
+        log_rollout(0, args, [], None, 1.0)
+    with pytest.raises(ConfigError, match="tau_max_weight_lag"):
+        post_process_rewards(args, [Sample(reward=1.0)])

@@ -14,6 +14,8 @@ formula: the same estimators, ``rewards_normalization`` and ``grpo_std_normaliza
 
 slime calls it every step in every rollout mode, so it also feeds the run's failure guard the groups no dynamic
 filter saw (slime's fully-async rollout runs none): a dead endpoint stops those runs too (``group_filter.py``).
+And it is where ``tau_max_weight_lag`` masks stale turns (``weight_lag.mask_for_training``): slime's
+``_convert_samples_to_train_data`` calls it on the samples it trains and reads their loss masks after it returns.
 What "failed" means for a sample and how its reward is read live in ``sample_view.py``. Imports no slime.
 """
 
@@ -24,7 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.group_filter import observe_unfiltered
-from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
+from slime_tau_plugin.adapters.slime.sample_view import current_rollout_id, is_failed, reward_value
+from slime_tau_plugin.adapters.slime.weight_lag import mask_for_training
+from slime_tau_plugin.engine.config.tau_config import coerce_field
 
 __all__ = ["GROUP_ESTIMATORS", "STD_ESTIMATORS", "group_slices", "is_failed", "post_process_rewards", "reward_value"]
 
@@ -49,7 +53,14 @@ def post_process_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[float]
 
     Returns ``(raw_rewards, rewards)``: the rewards as the samples hold them (slime logs them as
     ``raw_reward``) and what slime turns into advantages (a failed sample's is 0, whatever the estimator).
+    With ``tau_max_weight_lag`` it first zeroes the loss mask and log-probs of turns sampled more than that many
+    weight versions before the trainer's (slime reads the masks from these samples next).
+
+    Raises:
+        ConfigError: ``tau_max_weight_lag`` is not a whole number >= 0.
     """
+    max_lag = coerce_field("max_weight_lag", getattr(args, "tau_max_weight_lag", None))
+    mask_for_training(samples, current_rollout_id(), max_lag)
     observe_unfiltered(args, [[samples[i] for i in group] for group in group_slices(args, len(samples))])
     raw = [reward_value(args, s) for s in samples]
     failed = [is_failed(s) for s in samples]

@@ -7,22 +7,23 @@ rollout log hook (``metrics.log_rollout``, keys ``rollout/tau/...``) sees only t
 out all-pass, all-fail and all-FAILED groups. This hook logs the same per-domain numbers
 (:func:`metrics.episode_metrics`) over all of them under ``rollout/tau_all/<benchmark>/<domain>/...``, plus
 ``failed/<endpoint>`` (the share of episodes that FAILED on each endpoint) and ``rollout/tau_all/groups/*``
-(drawn, kept, dropped by reason, as ``group_filter.keep_group`` marked them). It also feeds the run's per-task
-record (``task_record.py``; ``rollout/tau/record/*``, ``rollout/tau/curriculum/*``). Imports no slime at import
-time.
+(drawn, kept, kept short at the redraw bound, dropped by reason, as ``group_filter.keep_group`` marked them).
+It also feeds the run's per-task record (``task_record.py``; ``rollout/tau/record/*``, ``rollout/tau/curriculum/*``).
+Imports no slime at import time.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.group_filter import failure_endpoint
 from slime_tau_plugin.adapters.slime.metrics import emit, episode_metrics
+from slime_tau_plugin.adapters.slime.redraw import SHORT_PREFIX
+from slime_tau_plugin.adapters.slime.sample_view import current_rollout_id
 from slime_tau_plugin.adapters.slime.task_record import record_step
 from slime_tau_plugin.engine.shared import shared_state
 
@@ -71,12 +72,15 @@ def process_all_samples(args: Any, all_groups: list[list[Any]], data_source: Any
 
 
 def _verdict(group: Sequence[Any]) -> str | None:
-    """``kept`` or ``dropped_<reason>`` from ``keep_group``'s mark; None if another filter (or none) ran."""
+    """``kept``, ``kept_short`` or ``dropped_<reason>`` from ``keep_group``'s mark; None if another filter (or none)
+    ran."""
     meta = getattr(group[0], "metadata", None) if group else None
     mark = meta.get("tau_group_filter") if isinstance(meta, dict) else None
     if mark is None:
         return None
-    return "kept" if mark == "kept" else f"dropped_{mark}"
+    if mark == "kept" or mark.startswith(SHORT_PREFIX):
+        return "kept" if mark == "kept" else "kept_short"  # short: slime kept it at the redraw bound
+    return f"dropped_{mark}"
 
 
 class _HookCalls:
@@ -91,9 +95,8 @@ class _HookCalls:
 
 def _rollout_id(args: Any) -> int:
     """slime's current rollout id (set by ``RolloutManager.generate``); else count calls from ``start_rollout_id``."""
-    hooks = sys.modules.get("slime.rollout.sample_hooks")
-    current = getattr(hooks, "_current_rollout_id", None)
+    current = current_rollout_id()
     calls = shared_state().part(_HookCalls).next()
-    if isinstance(current, int):
+    if current is not None:
         return current
     return int(getattr(args, "start_rollout_id", 0) or 0) + calls

@@ -13,7 +13,12 @@ than ``tau_max_failed_share`` of the episodes of the last ``tau_failure_window_g
 endpoint, it raises :class:`FailureGuardError`. slime does not catch it: the rollout step fails and
 ``train.py``'s ``ray.get`` re-raises it, so the job stops with one line naming the endpoint, after at most a
 window of groups. Each sample's ``metadata["tau_group_filter"]`` records the verdict (``kept`` or the
-drop reason) for ``all_samples.py``. slime is imported only inside :func:`keep_group`.
+drop reason) for ``all_samples.py``.
+
+Drops are bounded (``redraw.py``): once dropping a group would make slime draw more than ``tau_max_redraws``
+over-sampling batches beyond the step's first round, every rejected group of the step comes back with slime's
+``keep_when_insufficient`` (its ``check_reward_nonzero_std_with_fallback`` contract), slime keeps it to fill the
+batch, and its mark is ``short_<reason>``. slime is imported only inside :func:`keep_group`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.args import config_from_args
-from slime_tau_plugin.adapters.slime.sample_view import is_failed, reward_value
+from slime_tau_plugin.adapters.slime.redraw import SHORT_PREFIX, StepShape, redraw_budget
+from slime_tau_plugin.adapters.slime.sample_view import current_rollout_id, is_failed, reward_value
 from slime_tau_plugin.engine.metrics.failure_guard import (  # the guard itself is trainer-neutral (verl uses it too)
     DEFAULT_MAX_FAILED_SHARE,
     DEFAULT_WINDOW_GROUPS,
@@ -93,20 +99,23 @@ def _run_window() -> _RunWindow:
 
 
 def reset_guard() -> None:
-    """Forget the failure window (a new run in the same process, or a test)."""
+    """Forget the failure window and the redraw step (a new run in the same process, or a test)."""
     _run_window().reset()
+    redraw_budget().reset()
 
 
 def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
     """slime's dynamic filter: keep a group whose non-failed episodes' rewards differ.
 
     Returns slime's ``DynamicFilterOutput`` (a :class:`FilterVerdict` outside slime); drop reasons are
-    slime's ``zero_std_<reward>`` or ``failed_<endpoint>``.
+    slime's ``zero_std_<reward>`` or ``failed_<endpoint>``; past the step's redraw bound a rejected group also
+    carries ``keep_when_insufficient`` (slime keeps it) and is marked ``short_<reason>``.
 
     Raises:
         FailureGuardError: too many recent episodes FAILED on one endpoint (stops the run, by design).
-        ConfigError: a guard key has a bad value.
+        ConfigError: a guard key or ``tau_max_redraws`` has a bad value.
     """
+    config = config_from_args(args)  # the one type and range check of every tau_* key
     guard = _run_window().guard_for(guard_settings(args))
     _observe(guard, samples)
     ok = [reward_value(args, s) for s in samples if not is_failed(s)]
@@ -125,10 +134,13 @@ def keep_group(args: Any, samples: list[Any], **kwargs: Any) -> Any:
         reason = f"zero_std_{round(ok[0], 1)}"
     else:
         reason = None
+    shape = StepShape.from_args(args, config.max_redraws)
+    short = redraw_budget().judge(shape, current_rollout_id(), rejected=reason is not None)
+    mark = KEPT if reason is None else f"{SHORT_PREFIX}{reason}" if short else reason
     for sample in samples:
         if isinstance(getattr(sample, "metadata", None), dict):
-            sample.metadata["tau_group_filter"] = reason or KEPT
-    return _output(reason is None, reason)
+            sample.metadata["tau_group_filter"] = mark
+    return _output(reason is None, reason, short)
 
 
 def observe_unfiltered(args: Any, groups: Iterable[Sequence[Any]]) -> None:
@@ -161,9 +173,11 @@ def _observe(guard: FailureGuard, group: Sequence[Any]) -> None:
         raise
 
 
-def _output(keep: bool, reason: str | None) -> Any:
+def _output(keep: bool, reason: str | None, short: bool) -> Any:
     try:
         from slime.rollout.filter_hub.base_types import DynamicFilterOutput
     except ImportError:
-        return FilterVerdict(keep, reason)
-    return DynamicFilterOutput(keep=keep, reason=reason)
+        return FilterVerdict(keep, reason, short)
+    if "keep_when_insufficient" not in getattr(DynamicFilterOutput, "__dataclass_fields__", {}):
+        return DynamicFilterOutput(keep=keep or short, reason=reason)  # an older slime: keep it ourselves
+    return DynamicFilterOutput(keep=keep, reason=reason, keep_when_insufficient=short)

@@ -25,8 +25,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slime_tau_plugin.adapters.slime.partial import abort_tally, resume_metrics
+from slime_tau_plugin.adapters.slime.redraw import redraw_budget
 from slime_tau_plugin.adapters.slime.task_record import heldout_metrics
-from slime_tau_plugin.adapters.slime.weight_lag import lag_metrics, mask_stale
+from slime_tau_plugin.adapters.slime.weight_lag import lag_metrics
 from slime_tau_plugin.engine.config.tau_config import coerce_field
 from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
 from slime_tau_plugin.engine.metrics.summary import domain_summary, pass_k_summary
@@ -81,8 +82,9 @@ def log_rollout(
     its budget refused (``net/user_budget.py``); ``rollout/tau/tau_user/{cache,shared_opening}_*``: the LLM user's
     requests answered from its cache and openings shared in a GRPO group (``engine/metrics/user_share.py``); and
     ``rollout/tau/lag/*``: the trainable ids by weight lag against the weights that train this step, and the share
-    older than ``tau_max_weight_lag``, which this hook then masks (``weight_lag.py``: slime trains exactly these
-    samples). This hook ends the budget's step.
+    older than ``tau_max_weight_lag``, which the reward post-process masks (``weight_lag.mask_for_training``); and
+    ``rollout/tau/redraw/*``: over-sampling batches the dynamic filter made slime draw again this step and groups
+    kept short of spread at ``tau_max_redraws`` (``redraw.py``). This hook ends the budget's and the redraw step.
 
     Raises:
         ConfigError: ``tau_max_weight_lag`` is not a whole number >= 0.
@@ -91,8 +93,11 @@ def log_rollout(
     flat = _flatten(samples)
     metrics = episode_metrics(flat, ROLLOUT_PREFIX, default_domain=_default_domain(args))
     ours = [s.metadata for s in flat if _is_ours(s)]
-    lags = lag_metrics([s for s in flat if _is_ours(s)], rollout_id, max_lag)
-    mask_stale([s for s in flat if _is_ours(s)], max_lag)  # slime converts these very samples to train data next
+    lags = lag_metrics([s for s in flat if _is_ours(s)], rollout_id, max_lag)  # masked in advantages.py, next
+    _check_mask_hook(args, max_lag)
+    redraw = redraw_budget().take()
+    if redraw is not None:
+        metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in redraw.metrics().items()}
     tally = abort_tally().take()
     spent = user_token_ledger().end_step()  # the step ends here: its user-token budget starts again
     if any(spent.values()):
@@ -103,6 +108,27 @@ def log_rollout(
     metrics |= {f"{ROLLOUT_PREFIX}{name}": value for name, value in lags.items()}
     emit(args, rollout_id, metrics, "rollout/step")
     return False
+
+
+REWARD_HOOK = "slime_tau_plugin.adapters.slime.advantages.post_process_rewards"
+"""Where ``tau_max_weight_lag`` is enforced (slime's ``--custom-reward-post-process-path``)."""
+
+
+def _check_mask_hook(args: Any, max_lag: int | None) -> None:
+    """Say once when ``tau_max_weight_lag`` is set but slime will not run the hook that enforces it."""
+    if max_lag is None or not hasattr(args, "custom_reward_post_process_path"):
+        return  # a minimal args (not slime's parser): nothing to tell
+    hook = args.custom_reward_post_process_path
+    bypass = getattr(args, "custom_convert_samples_to_train_data_path", None)
+    if (hook != REWARD_HOOK or bypass) and shared_state().first_time("weight_lag", "hook"):
+        logger.warning(
+            "tau_max_weight_lag=%d is enforced by --custom-reward-post-process-path %s, but slime runs %s%s: "
+            "stale turns train unmasked",
+            max_lag,
+            REWARD_HOOK,
+            hook or "its own",
+            f" inside --custom-convert-samples-to-train-data-path {bypass}" if bypass else "",
+        )
 
 
 def worker_metrics(metas: Sequence[dict[str, Any]]) -> dict[str, float]:

@@ -13,17 +13,19 @@ samples as they are) or a group that waited in the fully-async worker's queue. A
 newer than that (a push the assumption missed) moves the clock forward: no lag is negative.
 
 ``generate`` stores where each trainable segment lies in the response and the version that sampled it
-(``metadata["tau_version_spans"]``, :func:`version_spans`); the rollout log hook calls :func:`lag_metrics`
-with the step's samples, whose loss masks are then what slime trains on: slime calls it on the very ``Sample``
-objects it converts to train data next (``RolloutManager.generate``: ``log_rollout_data``, then
-``_convert_samples_to_train_data``). There :func:`mask_stale` enforces ``tau_max_weight_lag`` against the trainer's
-version (loss mask and log-prob 0 for older ids), which also reaches what the episode-level mask cannot: finished
-siblings handed back and queued groups. Versions that are not integers (SGLang's ``"default"`` before any push)
-count as ``unknown`` and are never masked. Imports no slime.
+(``metadata["tau_version_spans"]``, :func:`version_spans`); the rollout log hook reports the step's lags
+(:func:`lag_metrics`). The mask that enforces ``tau_max_weight_lag`` against the trainer's version (loss mask and
+log-prob 0 for older ids, :func:`mask_for_training`) runs in the reward post-process (``advantages.py``): slime's
+contract is that ``_convert_samples_to_train_data`` calls ``_post_process_rewards(samples)`` and only then reads
+``loss_mask`` and ``rollout_log_probs`` from those very samples, so the mask reaches the trained data whatever order
+slime logs in. It also reaches what the episode-level mask cannot: finished siblings handed back and queued
+groups. Versions that are not integers (SGLang's ``"default"`` before any push) count as ``unknown`` and are never
+masked. Imports no slime.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -32,11 +34,14 @@ from typing import Any
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.shared import shared_state
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "HIST_TOP",
     "SPANS_KEY",
     "TrainClock",
     "lag_metrics",
+    "mask_for_training",
     "mask_stale",
     "sample_lags",
     "train_clock",
@@ -133,8 +138,7 @@ def lag_metrics(samples: Iterable[Any], rollout_id: int, max_lag: int | None) ->
     metadata; an empty dict when no trainable id has a known version (nothing trains, or nothing says its weights:
     samples another ``generate`` filled)."""
     samples = list(samples)
-    newest = max((v for s in samples for v in _versions(s) if v is not None), default=None)
-    version = train_clock().version_at(rollout_id, newest)
+    version = _train_version(samples, rollout_id)
     total: Counter[int | None] = Counter()
     for sample in samples:
         lags = sample_lags(sample, version)
@@ -157,6 +161,41 @@ def lag_metrics(samples: Iterable[Any], rollout_id: int, max_lag: int | None) ->
     if max_lag is not None:
         out["lag/stale_token_share"] = sum(c for k, c in total.items() if k is not None and k > max_lag) / n
     return out
+
+
+def _train_version(samples: Sequence[Any], rollout_id: int) -> int | None:
+    """The trainer's version when rollout ``rollout_id`` trains (the same answer for the same step, whichever hook
+    asks first)."""
+    newest = max((v for s in samples for v in _versions(s) if v is not None), default=None)
+    return train_clock().version_at(rollout_id, newest)
+
+
+def mask_for_training(samples: Iterable[Any], rollout_id: int | None, max_lag: int | None) -> int:
+    """Mask what ``tau_max_weight_lag`` refuses in the samples slime is about to turn into train data; returns how
+    many trainable ids it masked (None ``max_lag``: none).
+
+    With slime's ``rollout_id`` each sample's ``tau_train_version`` is (re)written from the clock; without it (not
+    inside slime's ``RolloutManager``) the version the log hook wrote is used, and a step that has none is logged
+    once and left as it is."""
+    if max_lag is None:
+        return 0
+    samples = list(samples)
+    if rollout_id is not None:
+        version = _train_version(samples, rollout_id)
+        for sample in samples:
+            if isinstance(getattr(sample, "metadata", None), dict) and sample.metadata.get(SPANS_KEY):
+                sample.metadata["tau_train_version"] = version
+    elif any((getattr(s, "metadata", None) or {}).get(SPANS_KEY) for s in samples) and not any(
+        (getattr(s, "metadata", None) or {}).get("tau_train_version") is not None for s in samples
+    ):
+        if shared_state().first_time("weight_lag", "no rollout id"):
+            logger.warning(
+                "tau_max_weight_lag=%d: slime's rollout id is unknown here and no log hook wrote the trainer's "
+                "version, so stale turns are not masked (run under slime's RolloutManager)",
+                max_lag,
+            )
+        return 0
+    return mask_stale(samples, max_lag)
 
 
 def _versions(sample: Any) -> Sequence[int | None]:

@@ -25,6 +25,7 @@ TRL_VERSION = "1.16.0"
 SLIME_ONLY = (
     "max_failed_share",
     "failure_window_groups",
+    "max_redraws",
     "routing_key_header",
     "task_record_dir",
     "curriculum_window",

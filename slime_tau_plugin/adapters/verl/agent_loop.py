@@ -56,7 +56,14 @@ logger = logging.getLogger(__name__)
 NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header", "episode_workers")
 """TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids, and its agent-loop
 workers: verl already spreads agent loops over Ray actors, ``rollout.agent.num_workers``)."""
-SLIME_ONLY = ("reward_shaping", "task_record_dir", "curriculum_window", "curriculum_floor", "train_window_steps")
+SLIME_ONLY = (
+    "reward_shaping",
+    "max_redraws",
+    "task_record_dir",
+    "curriculum_window",
+    "curriculum_floor",
+    "train_window_steps",
+)
 """TauConfig fields read by slime's hooks only (training-reward shaping; the per-task record, its curriculum and
 held-out check): verl's agent loop cannot tell training from validation rows, so under verl they would do
 nothing. The failure guard's keys (``tau_max_failed_share``, ``tau_failure_window_groups``) apply: ``trainer.py``

@@ -263,12 +263,20 @@ class TauKeys(BaseModel):
     failure_window_groups: int | None = setting(
         None, "the failure guard's window in groups (default: slime's rollout_batch_size)", ge=1
     )
+    max_redraws: int = setting(
+        1,
+        "slime: over-sampling batches a rollout step may draw beyond its first round while its dynamic filter "
+        "(group_filter) drops groups without spread; then slime keeps the step's remaining rejected groups "
+        "(slime's keep_when_insufficient) and rollout/tau/redraw/kept_short counts them; 0 = slime's "
+        "check_reward_nonzero_std_with_fallback",
+        ge=0,
+    )
     max_weight_lag: int | None = setting(
         None,
         "slime: model turns sampled more than this many weight versions before the weights that train them get "
-        "loss mask 0: at the episode's end against its last turn, and in the rollout log hook against the trainer's "
-        "version (finished siblings slime hands back, queued fully-async groups); 0 = train only on-policy turns; "
-        "default: keep them, as slime's --mask-offpolicy-in-partial-rollout decides",
+        "loss mask 0: at the episode's end against its last turn, and in the reward post-process against the "
+        "trainer's version (finished siblings slime hands back, queued fully-async groups); 0 = train only on-policy "
+        "turns; default: keep them, as slime's --mask-offpolicy-in-partial-rollout decides",
         ge=0,
     )
     task_record_dir: str | None = setting(
