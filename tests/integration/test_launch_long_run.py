@@ -331,3 +331,21 @@ def test_a_review_stop_on_the_customer_restarts_the_simulator_it_names(
     assert len(submits) == 2 and "_restart1" in submits[1]
     assert json.loads(records["train"].read_text())["first_words"] == "I want a refund"
 
+
+def test_the_plan_states_evals_cost_as_time_bounded_by_the_episode_deadline(tmp_path):
+    """issue 44 §2: an eval lasts as long as its slowest episode (slime plays them at once), so the plan gives its
+    cost in time: about one rollout's generation each, and at most the deadline per eval."""
+    result = run_script(SCRIPT, tmp_path)
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("[tau] eval cost: ")]
+    assert "400 episodes, 31 times in 300 rollouts" in line and "lasts as long as the slowest" in line
+    assert "~1 rollout's generation time each, 31 evals ~10% on top of the 300 rollouts' generation time" in line
+    assert "tau_episode_timeout_s=1800 bounds each eval at 30 min: at most 15.5 h of training blocked" in line
+    assert "%" not in line.split("generation time each", 1)[0], "no share of episodes"
+    # the cadence moves the time; without a deadline nothing bounds an eval
+    config = yaml.safe_load((ROOT / "configs/qwen3_4B_instruct_2507_tau2.yaml").read_text())
+    config["tau_episode_timeout_s"] = None
+    (tmp_path / "no_deadline.yaml").write_text(yaml.safe_dump(config))
+    other = run_script(SCRIPT, tmp_path, EVAL_INTERVAL="50", TAU_CONFIG=str(tmp_path / "no_deadline.yaml"))
+    (line,) = [line for line in other.stdout.splitlines() if line.startswith("[tau] eval cost: ")]
+    assert "7 times in 300 rollouts" in line and "7 evals ~2% on top" in line
+    assert "no tau_episode_timeout_s: nothing bounds an eval's time but its slowest episode" in line
