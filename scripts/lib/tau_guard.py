@@ -3,10 +3,10 @@
 ``tau_guard.py LOG [--offset N] [--config RUN_CONFIG] [--served URLS]`` reads the job's output (``train.log``)
 from byte ``N`` on (this attempt's lines), finds the failure guard's last stop line and prints
 ``endpoint=KEY`` (a key of ``group_filter.ENDPOINTS``, ``unknown`` when no description matches) and
-``served=1`` when that endpoint's base URL in the run's τ config (``tau_user_base_url`` for ``user``,
-``tau_judge_base_url`` for ``judge``) is one of ``URLS``, the user simulators the launcher started, else
-``served=0``. The launch script (``tau_supervise.sh``) restarts the attempt for a served endpoint; a hosted one
-stays a stop (exit 4).
+``served=1`` when that endpoint's base URL in the run's τ config (``tau_user_base_url`` for ``user`` and for
+``customer``, the review's share of customer errors: the same simulator, answering wrong; ``tau_judge_base_url``
+for ``judge``) is one of ``URLS``, the user simulators the launcher started, else ``served=0``. The launch
+script (``tau_supervise.sh``) restarts the attempt for a served endpoint; a hosted one stays a stop (exit 4).
 
 The stop line is read from the job's output because that reaches the head whichever node ran slime's rollout
 manager; the endpoint is matched against the guard's own descriptions (``ENDPOINTS``), so new enum entries and
@@ -20,8 +20,10 @@ import sys
 from pathlib import Path
 
 GUARD_MARK = "FailureGuardError"
-URL_KEYS = {"user": "tau_user_base_url", "judge": "tau_judge_base_url"}
-"""The endpoints a launch script can serve itself, and the τ config key that holds each one's URL."""
+URL_KEYS = {"user": "tau_user_base_url", "customer": "tau_user_base_url", "judge": "tau_judge_base_url"}
+"""The endpoints a launch script can serve itself, and the τ config key that holds each one's URL. ``customer`` is
+the review's stop (``tau_review_max_error_share``): the user simulator answers, but wrongly (a server in a bad state
+after a fault, a wrong template); a fresh server is the one remedy the launcher has, bounded by MAX_RESTARTS."""
 
 
 def stop_endpoint(text: str) -> str | None:

@@ -13,9 +13,10 @@
 # tau_main, in order: defaults -> (a real run: supervised, tau_supervise.sh: each attempt is this script again,
 # restarted after a crash) -> checks (paths, nodes, GPU split, batch and token-budget arithmetic, our function
 # paths) -> τ config (placeholders filled, loaded into TauConfig; a hosted user endpoint is pre-flighted) -> a real
-# run stops here if anything is missing -> on the head (NODE_RANK=0): task data (slime-tau prepare, when missing),
-# the eval YAML, the context budget and eval cost (tau_plan.py), resume state -> the commands -> with DRY_RUN=1:
-# print the plan and the commands, exit 0 (3 when pieces are missing) -> otherwise: refuse (or, CLEAN_STALE=1, stop)
+# run stops here if anything is missing -> on every node: task data (slime-tau prepare, when missing: slime may
+# place its rollout manager on any node) -> on the head (NODE_RANK=0): the eval YAML, the context budget and eval
+# cost in time (tau_plan.py), resume state -> the commands -> with DRY_RUN=1: print the plan and the commands,
+# exit 0 (3 when pieces are missing) -> otherwise: refuse (or, CLEAN_STALE=1, stop)
 # what a crashed earlier run left behind; the head starts Ray's head, then its user simulator, waits for the other
 # nodes, their user simulators and its own, submits slime's train.py and watches it (a user simulator that dies or
 # hangs is restarted in place, tau_user_sim.sh; old checkpoints and debug dumps are pruned); another node starts
@@ -65,6 +66,8 @@ tau_prepare_data() {
     elif [[ $DRY_RUN == 1 ]]; then
         tau_log "data: missing; a real run first runs: ${cmd[*]}"
     else
+        # another node may write the same rows meanwhile (a shared DATA_DIR): the same content, replaced atomically
+        ((NODE_RANK == 0)) || cmd+=(--force)
         tau_log "data: ${cmd[*]}"
         tau_py "${cmd[@]:1}"
     fi
@@ -308,16 +311,16 @@ tau_main() {
         [[ $DRY_RUN == 1 ]] || tau_die "missing before a real run: $(printf '%s; ' "${TAU_MISSING[@]}")"
         for item in "${TAU_MISSING[@]}"; do tau_log "missing (a real run stops here): $item"; done
     fi
+    # every node writes the task rows: slime may place its rollout manager (which reads them) on any node, and
+    # DATA_DIR may be node-local; the same TRAIN_SETS/EVAL_SETS give the same rows, renamed into place at once
+    tau_prepare_data
+    [[ $DRY_RUN == 1 ]] || tau_eval_config_check # again, after prepare wrote the rows
+    [[ -z $TAU_EVAL_MISSING || $DRY_RUN == 1 ]] || tau_die "eval rows missing after prepare: $TAU_EVAL_MISSING"
     if ((NODE_RANK == 0)); then
-        tau_prepare_data
-        [[ $DRY_RUN == 1 ]] || tau_eval_config_check # again, after prepare wrote the rows
-        [[ -z $TAU_EVAL_MISSING || $DRY_RUN == 1 ]] || tau_die "eval rows missing after prepare: $TAU_EVAL_MISSING"
         tau_write_eval_config
         tau_budget
         tau_resume_state
-    else
-        EVAL_CONFIG_RUN="$RUN_DIR/eval_config.yaml" # the head's; a worker node builds the commands only to print them
-    fi
+    fi # a worker node builds the commands only to print them (the eval YAML is the head's: train.py reads it)
     tau_build_commands
     if [[ $DRY_RUN == 1 ]]; then
         tau_print_commands

@@ -13,7 +13,7 @@ tau_check_nodes() {
     [[ $MAX_RESTARTS =~ ^[0-9]+$ && $RESTART_DELAY_S =~ ^[0-9]+$ ]] ||
         tau_die "MAX_RESTARTS=$MAX_RESTARTS and RESTART_DELAY_S=$RESTART_DELAY_S must be whole numbers (0: no restart / at once)"
     local knob
-    for knob in USER_SIM_MAX_RESTARTS USER_SIM_RESTART_BACKOFF_S USER_SIM_HEALTH_INTERVAL_S USER_SIM_HEALTH_TIMEOUT_S USER_SIM_HEALTH_FAILS SAVE_INTERVAL; do
+    for knob in RESTART_REFILL_S USER_SIM_REFILL_S USER_SIM_MAX_RESTARTS USER_SIM_RESTART_BACKOFF_S USER_SIM_HEALTH_INTERVAL_S USER_SIM_HEALTH_TIMEOUT_S USER_SIM_HEALTH_FAILS SAVE_INTERVAL; do
         [[ ${!knob} =~ ^[0-9]+$ ]] || tau_die "$knob=${!knob}; expected a whole number"
     done
     ((USER_SIM_HEALTH_FAILS >= 1 && USER_SIM_HEALTH_TIMEOUT_S >= 1 && SAVE_INTERVAL >= 1)) ||

@@ -1,4 +1,5 @@
-"""The numbers a launch dry run states before anything starts: the context budget and the eval cadence's cost.
+"""The numbers a launch dry run states before anything starts: the context budget and the eval cadence's cost
+(in time: an eval lasts as long as its slowest episode, bounded by the episode deadline).
 
 ``budget --config YAML --train-sets SPECS --eval-sets SPECS --context N --per-turn N ...``
     prints ``log=`` lines (what the run will do, with numbers) and ``warn=`` lines (where typical episodes will
@@ -93,26 +94,46 @@ def context_lines(
     return log, warn
 
 
-def eval_line(ns: argparse.Namespace, counts: dict[str, Any]) -> str:
-    """What one evaluation plays, how often, and that training waits for it (slime's train.py blocks on it)."""
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def eval_line(ns: argparse.Namespace, counts: dict[str, Any], max_turns: int, deadline_s: float | None) -> str:
+    """What one evaluation plays, how often, and what it costs in time: slime's train.py blocks on it (ray.get), and
+    slime starts all of an eval's episodes at once, so each eval lasts as long as its slowest episode, as a rollout's
+    generation lasts as long as its slowest; the episode deadline bounds it. A share of episodes would understate a
+    small eval and overstate a large one: the wall time is set by the longest conversation, not by the count."""
     evals = 1 + ns.num_rollout // ns.eval_interval if ns.eval_interval > 0 else 0
-    per_step = ns.rollout_batch * ns.samples_per_prompt
+    per_rollout = ns.rollout_batch * ns.samples_per_prompt
     if any(n is None for n in counts.values()):
         tasks = "task counts unknown here (benchmark not installed)"
-        cost = ""
+        total = None
     else:
         total = sum(counts.values()) * ns.eval_samples
         tasks = (
             " + ".join(f"{n} {name}" for name, n in counts.items()) + f" tasks x {ns.eval_samples} = {total:,} episodes"
         )
-        cost = (
-            f"; one eval is ~{total / per_step:.1f} training steps' worth of episodes ({per_step} kept per step), "
-            f"~{100 * total / (per_step * ns.eval_interval):.0f}% on top of the {ns.eval_interval} steps between evals"
-        )
-    return (
+    line = (
         f"eval cost: {tasks}, {evals} times in {ns.num_rollout} rollouts (before step 0 and every {ns.eval_interval}); "
-        f"slime's train.py waits for each eval (ray.get), so training stops while it runs{cost}"
+        f"slime's train.py waits for each eval (ray.get), so training stops while it runs"
     )
+    if evals == 0:
+        return line
+    played = f"its {total:,} episodes" if total is not None else "its episodes"
+    line += (
+        f"; time: slime plays {played} at once and the eval lasts as long as the slowest (up to "
+        f"tau_max_turns={max_turns} turns), like a rollout's generation (the slowest of its {per_rollout}+ episodes): "
+        f"~1 rollout's generation time each, {evals} evals ~{100 * evals / max(ns.num_rollout, 1):.0f}% on top of "
+        f"the {ns.num_rollout} rollouts' generation time"
+    )
+    if deadline_s:
+        line += (
+            f"; tau_episode_timeout_s={deadline_s:g} bounds each eval at {_hours(deadline_s)}: at most "
+            f"{_hours(evals * deadline_s)} of training blocked in {evals} evals"
+        )
+    else:
+        line += "; no tau_episode_timeout_s: nothing bounds an eval's time but its slowest episode"
+    return line + " (raise EVAL_INTERVAL to spend less)"
 
 
 def budget(ns: argparse.Namespace) -> int:
@@ -133,7 +154,8 @@ def budget(ns: argparse.Namespace) -> int:
         return 2
     domains = list(dict.fromkeys((s.benchmark, s.domain) for s in train))
     log, warn = context_lines(ns, max_turns, domains)
-    log.append(eval_line(ns, counts))
+    deadline = config.get("tau_episode_timeout_s")
+    log.append(eval_line(ns, counts, max_turns, float(deadline) if deadline else None))
     thinking, parser = config.get("tau_enable_thinking"), config.get("tau_reasoning_parser")
     log.append(
         f"thinking: tau_enable_thinking={'null (the template default)' if thinking is None else thinking}, "

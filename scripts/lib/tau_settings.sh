@@ -111,9 +111,11 @@ tau_defaults() {
     : "${USER_SIM_PORT:=30010}" "${USER_SIM_MEM_FRACTION:=0.85}" "${USER_SIM_TOOL_CALL_PARSER:=qwen25}"
     : "${USER_SIM_EXTRA_ARGS:=}" "${USER_SIM_TIMEOUT_S:=1200}"
     # a dead or hung user simulator is restarted in place (tau_user_sim.sh): /health probed every INTERVAL s
-    # (each probe waits TIMEOUT s); FAILS unanswered probes in a row = hung; at most MAX_RESTARTS restarts per
-    # attempt, the first after BACKOFF s, doubling; each restart waits up to USER_SIM_TIMEOUT_S for its model load
+    # (each probe waits TIMEOUT s); FAILS unanswered probes in a row = hung; at most MAX_RESTARTS restarts, the
+    # first after BACKOFF s, doubling, and a server healthy for REFILL_S s gets them all back (0: never); each
+    # restart waits up to USER_SIM_TIMEOUT_S for its model load (FAILS timed-out probes in a row there: hung too)
     : "${USER_SIM_MAX_RESTARTS:=3}" "${USER_SIM_RESTART_BACKOFF_S:=15}" "${USER_SIM_HEALTH_INTERVAL_S:=30}"
+    : "${USER_SIM_REFILL_S:=3600}"
     : "${USER_SIM_HEALTH_TIMEOUT_S:=10}" "${USER_SIM_HEALTH_FAILS:=3}" "${USER_SIM_POLL_S:=2}"
     : "${USER_SIM_MODEL_NAME:=$(basename -- "$USER_SIM_MODEL")}"
     # the user-simulator URL of each node that runs one (index = node rank; empty: none there)
@@ -126,8 +128,9 @@ tau_defaults() {
     USER_SIM_BASE_URL= # what rollouts are given: every server's URL, comma-separated
     local url
     for url in "${USER_SIM_URLS[@]}"; do [[ -z $url ]] || USER_SIM_BASE_URL+="${USER_SIM_BASE_URL:+,}$url"; done
-    # restarts after a crash (not after the failure guard's stop, a refusal or Ctrl-C); each resumes from LOAD
-    : "${MAX_RESTARTS:=3}" "${RESTART_DELAY_S:=60}"
+    # restarts after a crash (not after the failure guard's stop, a refusal or Ctrl-C); each resumes from LOAD; an
+    # attempt that ran RESTART_REFILL_S s before it crashed gets the MAX_RESTARTS budget back (0: never refilled)
+    : "${MAX_RESTARTS:=3}" "${RESTART_DELAY_S:=60}" "${RESTART_REFILL_S:=3600}"
     # the watchdog: how often it checks the processes this script started (and prunes), in seconds
     : "${TAU_WATCH_INTERVAL_S:=5}" "${TAU_HEAD_POLL_S:=10}"
     # slime's --use-fault-tolerance (its rollout engines are health-checked and restarted): auto = when SLIME_DIR's

@@ -4,8 +4,16 @@
 # which resumes from the newest checkpoint in LOAD (slime's --load). Not restarted: a clean end, a refusal before
 # anything started, Ctrl-C or TERM, and the failure guard's stop (FailureGuardError in the job's output) naming an
 # endpoint this launcher does not serve (a hosted user or judge, the policy, ...): a restart would not fix it. A stop
-# naming the user simulator this launcher serves (or a judge at its URL) restarts the attempt, which starts that
-# server again and submits once it is healthy. Every restart is a line in $RUN_DIR/restarts.log.
+# naming the user simulator this launcher serves (its failures, or the review's share of customer errors; or a
+# judge at its URL) restarts the attempt, which starts that server again and submits once it is healthy.
+# The budget is MAX_RESTARTS restarts per healthy stretch: an attempt that ran RESTART_REFILL_S seconds before it
+# crashed gets the whole budget back, so crashes hours apart never add up to the end of a 20-hour run, while a crash
+# loop still stops after MAX_RESTARTS. Every restart is a line in $RUN_DIR/restarts.log.
+# Exit statuses (the run's, and the attempts'; docs/slime-training.md lists them too):
+#   0 done; 1 refused before anything started; 3 a dry run with missing pieces; 4 stopped by the failure guard on
+#   an endpoint this launcher cannot restart (or 76's budget used up); 75 crashed (restarted; the run's status once
+#   MAX_RESTARTS is used up, or with MAX_RESTARTS=0); 76 (an attempt's only) stopped by the guard on an endpoint this
+#   launcher serves (restarted); 130/143 Ctrl-C/TERM (not restarted).
 # Sourced by tau_launch.sh, never run on its own.
 
 TAU_EXIT_CRASH=75         # an attempt that started processes and then failed: restartable (EX_TEMPFAIL)
@@ -51,14 +59,16 @@ tau_head_back() {
     return 1
 }
 
-# Run CMD... (one attempt) until it ends without a crash, at most MAX_RESTARTS more times; returns its status.
+# Run CMD... (one attempt) until it ends without a crash, at most MAX_RESTARTS more times in a row (an attempt that
+# ran RESTART_REFILL_S seconds refills the budget); returns its status.
 tau_supervise() {
-    local attempt=0 status child stop=
+    local attempt=0 used=0 status child stop= began ran
     export RUN_NAME RUN_DIR TAU_SUPERVISED=1 # every attempt writes to the same run folder
     # a background child of a non-interactive shell ignores SIGINT: Ctrl-C reaches it as TERM (it cleans up the same)
     trap 'stop=130; kill -TERM "$child" 2>/dev/null' INT
     trap 'stop=143; kill -TERM "$child" 2>/dev/null' TERM
     while :; do
+        began=$SECONDS
         TAU_ATTEMPT=$attempt "$@" &
         child=$!
         status=0
@@ -66,14 +76,21 @@ tau_supervise() {
             wait "$child" && status=0 || status=$?
             kill -0 "$child" 2>/dev/null || break
         done
+        ran=$((SECONDS - began))
         [[ -z $stop ]] || status=$stop
         [[ $status == "$TAU_EXIT_CRASH" || $status == "$TAU_EXIT_GUARD_RESTART" ]] || break
-        local why="crashed (see $RUN_DIR/train.log)"
-        [[ $status != "$TAU_EXIT_GUARD_RESTART" ]] || why="was stopped by the failure guard on an endpoint this launcher serves"
-        if ((attempt >= MAX_RESTARTS)); then
-            tau_log "attempt $((attempt + 1)) $why; MAX_RESTARTS=$MAX_RESTARTS restarts used: the run stops"
+        local why="crashed after ${ran}s (see $RUN_DIR/train.log)"
+        [[ $status != "$TAU_EXIT_GUARD_RESTART" ]] || why="was stopped by the failure guard on an endpoint this launcher serves (after ${ran}s)"
+        if ((used > 0 && ${RESTART_REFILL_S:-0} > 0 && ran >= RESTART_REFILL_S)); then
+            tau_log "attempt $((attempt + 1)) ran ${ran}s (RESTART_REFILL_S=$RESTART_REFILL_S): the restart budget is full again ($MAX_RESTARTS; $used used before)"
+            tau_count_restart "attempt budget refilled: attempt $((attempt + 1)) ran ${ran}s >= RESTART_REFILL_S=$RESTART_REFILL_S ($used restarts before)"
+            used=0
+        fi
+        if ((used >= MAX_RESTARTS)); then
+            tau_log "attempt $((attempt + 1)) $why; MAX_RESTARTS=$MAX_RESTARTS restarts used within RESTART_REFILL_S=${RESTART_REFILL_S:-0}s of each other: the run stops"
             tau_count_restart "attempt $((attempt + 1)) $why; gave up: MAX_RESTARTS=$MAX_RESTARTS restarts used"
-            if [[ $status == "$TAU_EXIT_GUARD_RESTART" ]]; then status=$TAU_EXIT_GUARD; else status=1; fi
+            # a crash stays a crash (75: an outer scheduler may resume it); the served endpoint's stop becomes a stop
+            [[ $status != "$TAU_EXIT_GUARD_RESTART" ]] || status=$TAU_EXIT_GUARD
             break
         fi
         if ((NODE_RANK > 0)); then
@@ -84,11 +101,11 @@ tau_supervise() {
                 break
             }
         else
-            tau_log "attempt $((attempt + 1)) $why; restart $((attempt + 1)) of $MAX_RESTARTS in ${RESTART_DELAY_S}s, resuming from the newest checkpoint in LOAD=$LOAD"
+            tau_log "attempt $((attempt + 1)) $why; restart $((used + 1)) of $MAX_RESTARTS in ${RESTART_DELAY_S}s, resuming from the newest checkpoint in LOAD=$LOAD"
             sleep "$RESTART_DELAY_S"
         fi
-        tau_count_restart "attempt restart $((attempt + 1)) of $MAX_RESTARTS: attempt $((attempt + 1)) $why"
-        attempt=$((attempt + 1))
+        tau_count_restart "attempt restart $((used + 1)) of $MAX_RESTARTS: attempt $((attempt + 1)) $why"
+        attempt=$((attempt + 1)) used=$((used + 1))
     done
     trap - INT TERM
     return "$status"

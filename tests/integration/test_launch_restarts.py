@@ -250,6 +250,8 @@ def guard_line(endpoint: str) -> str:
     [
         ("user", {"tau_user_base_url": "http://127.0.0.1:30010/v1"}, True, 76),  # the launcher's own server
         ("user", {"tau_user_base_url": "https://api.example.com/v1"}, False, 4),  # hosted: today's stop
+        ("customer", {"tau_user_base_url": "http://127.0.0.1:30010/v1"}, True, 76),  # the review's stop (#44)
+        ("customer", {"tau_user_base_url": "https://api.example.com/v1"}, False, 4),  # ... on a hosted customer
         ("judge", {"tau_judge_base_url": "http://127.0.0.1:30010/v1"}, True, 76),  # a judge at our server's URL
         ("judge", {"tau_judge_base_url": "https://judge.example.com/v1"}, True, 4),
         ("policy", {"tau_user_base_url": "http://127.0.0.1:30010/v1"}, True, 4),  # slime's router: not ours

@@ -287,7 +287,13 @@ FAKE_RAY = """\
 echo "$* | gpus=${CUDA_VISIBLE_DEVICES:-}" >> "$FAKE_RAY_LOG"
 case "$1" in
     status) exit 1 ;;
-    start) [[ $2 != --head ]] || date +%s.%N >"$FAKE_RAY_LOG.head"; exit 0 ;;  # when the head came up
+    start) [[ $2 != --head ]] || date +%s.%N >"$FAKE_RAY_LOG.head"  # when the head came up
+        # a node's `--block` join stays until the test ends it (FAKE_RAY_BLOCK_UNTIL: a file); else it ends at once
+        if [[ " $* " == *" --block "* && -n ${FAKE_RAY_BLOCK_UNTIL:-} ]]; then
+            echo $$ >"$FAKE_RAY_BLOCK_UNTIL.pid"
+            until [[ -e $FAKE_RAY_BLOCK_UNTIL ]]; do sleep 0.2; done
+        fi
+        exit 0 ;;
     stop) exit 0 ;;
     job) if [[ $2 == submit ]]; then while [[ $1 != -- ]]; do shift; done; shift; exec "$@"; fi ;;
 esac
@@ -503,7 +509,11 @@ def test_a_worker_node_serves_its_user_simulator_and_joins_the_heads_ray_cluster
     ray_calls = [line.split(" | ") for line in (tmp_path / "ray.log").read_text().splitlines()]
     join = f"start --address 127.0.0.2:{port} --num-gpus 2 --disable-usage-stats --node-ip-address 127.0.0.1 --block"
     assert [call for call, _ in ray_calls] == [join, "stop"] and ray_calls[0][1] == "gpus=0,1"
-    assert not records["train"].exists() and not (tmp_path / "data").exists(), "no job, no data on a worker"
+    assert not records["train"].exists(), "no job on a worker"
+    # the task rows are written on this node too: slime may place its rollout manager (which reads them) here
+    rows = (tmp_path / "data/tau2_train.jsonl").read_text().splitlines()
+    assert len(rows) == 74 and (tmp_path / "data/tau2_retail_test.jsonl").exists()
+    assert not (tmp_path / "run/eval_config.yaml").exists(), "the eval YAML is the head's (train.py reads it)"
 
 
 # ---- issue 19: budgets, GPU splits, eval YAML, hosted user, watchdog, stale processes, resume, multi-node ----
@@ -938,7 +948,7 @@ tau_supervise attempt || echo "supervised: $?"
         ("75 4", "4", 2),  # the failure guard stopped the run on an endpoint the launcher cannot restart
         ("76 0", None, 2),  # ... on one it serves: the attempt restarts (issue 34 §2)
         ("76 76 76", "4", 3),  # ... counted against MAX_RESTARTS, then a stop
-        ("75 75 75", "1", 3),  # MAX_RESTARTS=2 used up
+        ("75 75 75", "75", 3),  # MAX_RESTARTS=2 used up: the run's status is the crash's (docs: 75)
         ("1", "1", 1),  # refused before anything started
         ("130", "130", 1),  # Ctrl-C
     ],
