@@ -23,8 +23,8 @@ def check_launch(overrides: Sequence[str], *, train_sets: str = "", eval_sets: s
     ``main_ppo``'s own ``validate_config``; the agent-loop YAML has the ``tau_agent`` entry, whose settings
     (with the ``tau`` section and verl's limits) build a ``TauConfig`` with known parsers; the data files
     that exist hold ``tau_agent`` rows of ``train_sets``/``eval_sets`` (the script's ``TRAIN_SETS``/``EVAL_SETS``,
-    when given); the trainer is one that keeps τ's promises: ``algorithm.adv_estimator=tau_grpo`` (failed episodes
-    out of the group statistics) and, under V1, a ``tau_*`` trainer mode (the failure guard and τ's metrics).
+    when given); the trainer is one that keeps τ's promises: ``algorithm.adv_estimator=tau_<name>`` (verl's estimator
+    without the failed episodes) and, under V1, a ``tau_*`` trainer mode (the failure guard and τ's metrics).
 
     Raises:
         ConfigError: the first problem, in one line.
@@ -82,13 +82,15 @@ def _trainer_name(cfg: Any) -> str:
 def check_trainer(cfg: Any) -> None:
     """The estimator and trainer that keep failed episodes out of training signal and stop a run on a dead endpoint."""
     refuse_recipes(cfg)
-    from slime_tau_plugin.adapters.verl.advantage import ESTIMATOR
+    from slime_tau_plugin.adapters.verl.advantage import PREFIX, wrap_estimator
 
-    if str(cfg.algorithm.adv_estimator) != ESTIMATOR:
+    estimator = str(cfg.algorithm.adv_estimator)
+    if not estimator.startswith(PREFIX):
         raise ConfigError(
-            f"algorithm.adv_estimator={cfg.algorithm.adv_estimator} lets a failed episode's 0 reward into its group's "
-            f"statistics; use algorithm.adv_estimator={ESTIMATOR} (verl's GRPO over the episodes that did not fail)"
+            f"algorithm.adv_estimator={estimator} lets a failed episode's 0 reward into its group's statistics; use "
+            f"algorithm.adv_estimator={PREFIX}{estimator} (verl's {estimator} over the episodes that did not fail)"
         )
+    wrap_estimator(estimator.removeprefix(PREFIX))
     if cfg.trainer.get("use_v1"):
         import importlib.util
 
