@@ -20,11 +20,11 @@ padded into verl's batch: that episode stops before its first turn and does not 
 
 Outcomes: verl has no ``remove_sample``, so an episode that must not train (an env, user-simulator or policy
 failure, an engine abort, an unusable row) is returned with ``response_mask`` and log-probs all 0 and
-``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), and the ``tau_grpo``
-estimator (``advantage.py``) keeps its 0 out of its group's mean and std. ``extra_fields["error"]`` and
+``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), and the ``tau_<name>``
+estimators (``advantage.py``) keep its 0 out of its group's mean and std. ``extra_fields["error"]`` and
 ``failed_endpoint`` say why. A wrong setting raises ``ConfigError``; under the batch trainer
 (``trainer.use_v1=false``) the failure guard's ``FailureGuardError`` stops the run (``guard.py``); under V1 the
-``tau_*`` trainer modes run the guard (``trainer.py``).
+τ's sampler in verl's own trainer runs the guard (``sampler.py``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ workers: verl already spreads agent loops over Ray actors, ``rollout.agent.num_w
 SLIME_ONLY = ("reward_shaping", "task_record_dir", "curriculum_window", "curriculum_floor", "train_window_steps")
 """TauConfig fields read by slime's hooks only (training-reward shaping; the per-task record, its curriculum and
 held-out check): verl's agent loop cannot tell training from validation rows, so under verl they would do
-nothing. The failure guard's keys (``tau_max_failed_share``, ``tau_failure_window_groups``) apply: ``trainer.py``
+nothing. The failure guard's keys (``tau_max_failed_share``, ``tau_failure_window_groups``) apply: ``sampler.py``
 (V1) and ``guard_batch_path`` (the batch trainer) read them."""
 EXTRA_FIELD_KEYS = (
     "tau_task", "status", "termination_reason", "model_turns", "tool_call_counts", "tool_errors", "parse_errors",
@@ -325,7 +325,7 @@ def _stop_ids(tokenizer: Any, sampling_params: Mapping[str, Any]) -> set[int]:
 
 def trainer_tau_config(trainer_config: Any) -> TauConfig:
     """The ``TauConfig`` the agent loops of this trainer config build (its agent-loop YAML's ``tau_agent`` entry,
-    the ``tau`` section, verl's limits): what the trainer process reads (``trainer.py``).
+    the ``tau`` section, verl's limits): what the trainer process reads (``sampler.py``).
 
     Raises:
         ConfigError: no ``tau_agent`` entry in ``agent_loop_config_path``, or a bad setting.
