@@ -55,12 +55,17 @@ def test_mistakes_fail_the_dry_run_with_one_line(tmp_path):
 
 def test_existing_data_files_must_hold_tau_agent_rows(tmp_path, tau2_backend):
     sets = {"TRAIN_SETS": "tau2/retail/test", "EVAL_SETS": "tau2/retail/test"}
-    good = write_verl_parquet(verl_rows(tau2_backend.task_refs("retail", "test")[:2]), tmp_path / "ok.parquet")
-    assert dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(good), **sets).returncode == 0
-    rows = verl_rows(tau2_backend.task_refs("retail", "test")[:2], agent_name="tool_agent")
-    bad = write_verl_parquet(rows, tmp_path / "bad.parquet")
+    refs = tau2_backend.task_refs("retail", "test")[:2]
+    good = write_verl_parquet(verl_rows(refs), tmp_path / "ok.parquet")
+    val = write_verl_parquet(verl_rows(refs, evaluation=True), tmp_path / "ok.val.parquet")
+    assert dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(val), **sets).returncode == 0
+    bad = write_verl_parquet(verl_rows(refs, agent_name="tool_agent", evaluation=True), tmp_path / "bad.parquet")
     done = dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(bad), **sets)
     assert done.returncode == 1 and "expected tau_agent" in done.stderr
+    training_rows_as_eval = dry_run(tmp_path, TRAIN_FILE=str(good), VAL_FILE=str(good), **sets)
+    assert training_rows_as_eval.returncode == 1 and "extra_info.tau_eval=[False]; expected evaluation rows" in (
+        training_rows_as_eval.stderr
+    )
 
 
 def test_a_parquet_written_for_other_task_sets_is_refused(tmp_path, tau2_backend):

@@ -51,11 +51,38 @@ def test_trainer_tau_section_overrides_the_yaml_entry():
         ((), {"tau_domain": "retial"}, "expected one of airline, retail, telecom"),
         ((), {"tau_env_workers": "eight"}, "tau_env_workers='eight' is invalid; expected an integer"),
         ((), {"tau_max_turns": "many"}, "tau_max_turns='many' is invalid; expected an integer"),
+        (("actor_rollout_ref.rollout.multi_turn.max_user_turns=5",), {}, "multi_turn.max_user_turns=5 is not applied"),
+        (("actor_rollout_ref.rollout.multi_turn.max_parallel_calls=4",), {}, "every tool call of a turn runs"),
+        (("actor_rollout_ref.rollout.multi_turn.max_tool_response_length=1024",), {}, "a tool response is shown whole"),
+        (("actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=left",), {}, "never cut"),
+        (("actor_rollout_ref.rollout.multi_turn.enable=false",), {}, "multi_turn.enable=False must be true"),
+        (("actor_rollout_ref.rollout.multi_turn.format=llama3_json",), {}, "tau_tool_call_parser"),
+        (("actor_rollout_ref.rollout.multi_turn.use_inference_chat_template=true",), {}, "exactly the ids"),
+        (("actor_rollout_ref.rollout.multi_turn.tool_config_path=/x.yaml",), {}, "τ's environment brings its tools"),
+        (("actor_rollout_ref.rollout.multi_turn.num_repeat_rollouts=2",), {}, "rollout.n sets the repeats"),
+        (("+actor_rollout_ref.rollout.multi_turn.newer_knob=1",), {}, "newer_knob=1 is unknown to slime_tau_plugin"),
     ],
 )
 def test_wrong_settings_raise_config_errors(overrides, settings, message):
-    with pytest.raises(ConfigError, match=message.replace("?", r"\?")):
+    with pytest.raises(ConfigError, match=message.replace("?", r"\?")) as refused:
         verl_tau_config(verl_config(*overrides), settings)
+    assert "\n" not in str(refused.value)
+
+
+def test_every_verl_multi_turn_knob_has_a_rule_and_the_honoured_ones_apply():
+    """A knob verl adds is refused unless at its default (the test fails here first, so it gets a rule)."""
+    import dataclasses
+
+    from verl.workers.config import MultiTurnConfig
+
+    from slime_tau_plugin.adapters.verl.multi_turn import RULES
+
+    assert {f.name for f in dataclasses.fields(MultiTurnConfig) if not f.name.startswith("_")} == set(RULES)
+    honoured = verl_config(
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=7",
+        "actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode=disable",
+    )
+    assert verl_tau_config(honoured, {"tau_max_turns": 30}).max_turns == 7
 
 
 def test_a_quoted_number_in_the_agent_loop_yaml_is_coerced():

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slime_tau_plugin.adapters.verl.recipes import refuse_recipes
-from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, check_row_sets
+from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, EVAL_MARK, check_row_sets, is_evaluation
 from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
 from slime_tau_plugin.engine.errors import ConfigError
 
@@ -150,3 +150,7 @@ def _check_rows(key: str, file: str) -> None:
     names = set(frame["agent_name"])
     if names - {AGENT_NAME}:
         raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")
+    marks = {is_evaluation(info) for info in frame["extra_info"]}
+    if marks != {key == "val_files"}:
+        want = "evaluation rows (slime-tau prepare --eval writes them)" if key == "val_files" else "training rows"
+        raise ConfigError(f"data.{key}={file} holds rows with extra_info.{EVAL_MARK}={sorted(marks)}; expected {want}")
