@@ -11,7 +11,7 @@ import pytest
 from slime_tau_plugin.adapters.verl.agent_loop import verl_tau_config
 from slime_tau_plugin.adapters.verl.rows import task_ref_from_extra_info, verl_rows
 from slime_tau_plugin.engine.errors import ConfigError
-from tests.verl.conftest import ROOT, refs_with_tasks, verl_config
+from tests.verl.conftest import AGENT_LOOP_YAML, ROOT, refs_with_tasks, verl_config
 from tests.verl.rows import write_verl_parquet
 
 
@@ -198,3 +198,20 @@ def test_prepare_format_verl_writes_train_and_val_rows_that_load_back(tmp_path, 
         [*cmd, "--force", "--train", "tau2/retail/test", "--eval", "tau2/retail/test"], capture_output=True, text=True
     )
     assert leaky.returncode == 2 and "tau2/retail/test is used for both training and evaluation" in leaky.stderr
+
+
+def test_the_agent_loop_yaml_says_which_keys_are_refused_as_the_code_does():
+    from slime_tau_plugin.adapters.verl.agent_loop import NOT_FOR_VERL, SLIME_ONLY
+
+    lines = AGENT_LOOP_YAML.read_text().splitlines()
+
+    def listed(start: str) -> set[str]:
+        line = next(line for line in lines if line.startswith(start))
+        return {word.strip() for word in line.split(":", 1)[1].split(",")}
+
+    assert listed("# Refused, verl provides them:") == {f"tau_{n}" for n in NOT_FOR_VERL}
+    assert listed("# Refused, slime's hooks only:") == {f"tau_{n}" for n in SLIME_ONLY}
+    guard = listed("# Applied (the failure guard")
+    assert guard == {"tau_max_failed_share", "tau_failure_window_groups"}
+    tau = verl_tau_config(verl_config(), {"tau_max_failed_share": 0.25, "tau_failure_window_groups": 3})
+    assert (tau.max_failed_share, tau.failure_window_groups) == (0.25, 3), "the guard's keys are accepted"
