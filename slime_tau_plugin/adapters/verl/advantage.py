@@ -14,10 +14,11 @@ Every estimator in verl's registry when this module is imported is wrapped (``gr
 ``reinforce_plus_plus``, ``reinforce_plus_plus_baseline``, ``opo``, ``gpg``, ``grpo_passk``, the vectorized ones...),
 except those that need inputs verl passes only under their own name or not through the registry at all (``gae``:
 values; ``remax``: its greedy baselines; ``gdpo`` and the optimal-token baselines: the batch, old log-probs):
-:data:`NOT_WRAPPED`. An estimator registered later (a user's own) is wrapped by :func:`wrap_estimator`, which the
-launch check calls. verl looks ``algorithm.adv_estimator`` up in its registry (``core_algos.get_adv_estimator_fn``)
-in the trainer process, so this module is imported there through
-``VERL_USE_EXTERNAL_MODULES=slime_tau_plugin.adapters.verl.register`` (``scripts/run_verl_qwen3_4B_tau2.sh`` sets it).
+:data:`NOT_WRAPPED`. A user's own estimator is wrapped when its module is imported first:
+``VERL_USE_EXTERNAL_MODULES=my_pkg.estimators,slime_tau_plugin.adapters.verl.register`` (verl imports them in
+order); the launch check refuses a ``tau_<name>`` it cannot wrap (:func:`wrap_estimator`). verl looks
+``algorithm.adv_estimator`` up in its registry (``core_algos.get_adv_estimator_fn``) in the trainer process, so this
+module is imported there through ``VERL_USE_EXTERNAL_MODULES`` (``scripts/run_verl_qwen3_4B_tau2.sh`` sets it).
 Both trainers reach the wrapper: V1's ``compute_advantage_for_multi_trajectories`` and the batch trainer's
 ``compute_advantage`` send every estimator other than ``grpo``/``gae`` through the registry with
 ``token_level_rewards``, ``response_mask``, ``index`` (the prompt ``uid``) and ``config`` (``algorithm``).
