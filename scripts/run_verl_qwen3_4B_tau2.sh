@@ -63,9 +63,14 @@ done
     die "MAX_TOKENS_PER_TURN=$MAX_TOKENS_PER_TURN (one turn) must be below MAX_RESPONSE_LEN=$MAX_RESPONSE_LEN (whole episode)"
 
 OVERRIDES=(
-    # verl 0.9's V1 trainer, pinned: tau_sync is verl's sync trainer plus τ's failure guard and metrics; tau_grpo
-    # is verl's GRPO with failed episodes left out of the group statistics (both registered by $VERL_EXTERNAL)
-    trainer.use_v1=true trainer.v1.trainer_mode=tau_sync
+    # verl 0.9's V1 trainer in its own sync mode; τ's failure guard, step metrics and validation pass^k ride its
+    # public sampler hook (slime_tau_plugin.adapters.verl.sampler, loaded by name; sampler_kwargs.tau_trainer hands
+    # it the config it needs). tau_grpo is verl's GRPO with failed episodes left out (any tau_<estimator> works:
+    # tau_rloo, tau_reinforce_plus_plus...; registered by $VERL_EXTERNAL)
+    trainer.use_v1=true trainer.v1.trainer_mode=sync
+    trainer.v1.sampler.custom_sampler.path=pkg://slime_tau_plugin.adapters.verl.sampler
+    trainer.v1.sampler.custom_sampler.name=TauReplayBuffer
+    '+trainer.v1.sampler.sampler_kwargs.tau_trainer={data: ${data}, actor_rollout_ref: {rollout: ${actor_rollout_ref.rollout}}, tau: ${oc.select:tau,null}}'
     algorithm.adv_estimator=tau_grpo algorithm.use_kl_in_reward=false
     "data.train_files=$TRAIN_FILE" "data.val_files=$VAL_FILE" "data.train_batch_size=$TRAIN_BATCH_SIZE"
     "data.max_prompt_length=$MAX_PROMPT_LEN" "data.max_response_length=$MAX_RESPONSE_LEN"

@@ -131,7 +131,9 @@ def prepare_files(request: PrepareRequest) -> PreparedFiles:
 
     files = [WrittenFile(request.out, request.train, sum(len(refs[s]) for s in request.train))]
     files += [WrittenFile(p, sets, sum(len(refs[s]) for s in sets)) for p, sets in eval_groups.items()]
-    contents: dict[Path, str | bytes] = {f.path: _rows(f.sets, refs, request.format) for f in files}
+    contents: dict[Path, str | bytes] = {
+        f.path: _rows(f.sets, refs, request.format, i > 0) for i, f in enumerate(files)
+    }
     if yaml_path is not None:
         contents[yaml_path] = eval_config_yaml(files[1:], request.eval_samples)
     _write_all(contents)
@@ -236,8 +238,11 @@ def _task_refs(task_set: TaskSet) -> list[TaskRef]:
     return get_backend(task_set.benchmark).task_refs(task_set.domain, task_set.split)
 
 
-def _rows(sets: Sequence[TaskSet], refs: dict[TaskSet, list[TaskRef]], row_format: RowFormat) -> str | bytes:
-    """The file's content: every set's tasks, with τ's task dump, indexed 0..N-1 across the file."""
+def _rows(
+    sets: Sequence[TaskSet], refs: dict[TaskSet, list[TaskRef]], row_format: RowFormat, evaluation: bool
+) -> str | bytes:
+    """The file's content: every set's tasks, with τ's task dump, indexed 0..N-1 across the file (verl's eval rows
+    say they are: verl does not tell its agent loop)."""
     full = []
     for task_set in sets:
         backend = get_backend(task_set.benchmark)
@@ -245,7 +250,7 @@ def _rows(sets: Sequence[TaskSet], refs: dict[TaskSet, list[TaskRef]], row_forma
     if row_format is RowFormat.VERL:
         from slime_tau_plugin.adapters.verl.rows import verl_parquet_bytes, verl_rows
 
-        return verl_parquet_bytes(verl_rows(full))
+        return verl_parquet_bytes(verl_rows(full, evaluation=evaluation))
     return "".join(json.dumps(task_row(i, ref), ensure_ascii=False) + "\n" for i, ref in enumerate(full))
 
 

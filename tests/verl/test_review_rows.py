@@ -8,9 +8,7 @@ customer stuck in a loop (serve-user's ``loop`` fault), which runs the episode o
 
 from __future__ import annotations
 
-import numpy as np
-
-from slime_tau_plugin.adapters.verl.episodes import episode_views, step_metrics, validation_pass_k
+from slime_tau_plugin.adapters.verl.episodes import episode_views, step_metrics, task_pass_k
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from tests.verl.conftest import refs_with_tasks, verl_config
@@ -59,12 +57,7 @@ def test_verl_rows_carry_the_verdict_and_the_step_counts_customer_errors(tmp_pat
     assert tau[f"{where}review/reviewed"] == 1.0 and tau[f"{where}termination/user_error"] == 1 / 3
     assert tau[f"{where}tau_user/cost_requests_per_episode"] == served / 3
     assert 0.0 < tau[f"{where}tau_user/cost_wait_share"] <= 1.0
-    source = np.array(["tau2_retail"] * 3, dtype=object)
-    infos = [e["reward_extra_info"] for e in extras]
-    val = validation_pass_k(
-        list(source), ["t0"] * 3, [i["acc"] for i in infos], [i["failed"] for i in infos],
-        [i["customer_error"] for i in infos],
-    )  # fmt: skip
-    assert val["val-core/tau2_retail/tau/pass^2"] == 1.0, "the customer error is no evidence against the policy"
-    assert val["val-core/tau2_retail/tau/left_out"] == 1.0
-    assert val["val-core/tau2_retail/tau/review/excluded_from_pass_k"] == 1.0
+    val = task_pass_k([e["reward_extra_info"] for e in extras])
+    assert val["tau_pass^2"] == 1.0, "the customer error is no evidence against the policy"
+    assert val["tau_pass^3"] is None, "two episodes are evidence: pass^3 is not defined"
+    assert [e["reward_extra_info"]["failed"] for e in extras] == [0.0, 0.0, 1.0]

@@ -1,9 +1,12 @@
 """verl's ``rollout.n`` repeats of a prompt (one ``uid``) share the LLM customer's opening with
-``tau_user_shared_opening``: one user-simulator request per uid, every output still token-exact."""
+``tau_user_shared_opening``: one user-simulator request per uid, every output still token-exact; never in validation
+(evaluation rows, ``slime-tau prepare --eval``'s)."""
 
 from __future__ import annotations
 
 import itertools
+
+import pytest
 
 from slime_tau_plugin.adapters.verl.episodes import episode_views, step_metrics
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
@@ -12,7 +15,10 @@ from tests.verl.server_manager import HTTPServerManager
 from tests.verl.test_tau_agent_loop import assert_output_invariants, dataset_rows, make_loop, run_rows
 
 
-def test_the_repeats_of_a_uid_share_one_customer_opening(tmp_path, tau2_backend, qwen25, oracle_server):
+@pytest.mark.parametrize("evaluation", [False, True], ids=["training", "validation"])
+def test_the_repeats_of_a_uid_share_one_customer_opening_in_training_only(
+    tmp_path, tau2_backend, qwen25, oracle_server, evaluation
+):
     numbers = itertools.count()
 
     def reply(messages, tools):  # every opening differs, as a customer at temperature > 0 would
@@ -30,16 +36,21 @@ def test_the_repeats_of_a_uid_share_one_customer_opening(tmp_path, tau2_backend,
             "+tau.user_model=customer",
             "+tau.user_shared_opening=true",
         )
-        rows = dataset_rows(tmp_path, config, qwen25, refs_with_tasks(tau2_backend, "retail", "train", 2))
+        refs = refs_with_tasks(tau2_backend, "retail", "train", 2)
+        rows = dataset_rows(tmp_path, config, qwen25, refs, evaluation=evaluation)
         repeats = [{**row, "uid": f"prompt-{i}"} for i, row in enumerate(rows) for _ in range(2)]  # rollout.n = 2
         outputs = run_rows(lambda: make_loop(config, HTTPServerManager(oracle_server.url), qwen25), repeats)
     finally:
         user.stop()
     openings = [r for r in user.requests if not any(m.get("role") == "assistant" for m in r["messages"])]
-    assert len(openings) == 2
     for out in outputs:
         assert_output_invariants(out, config)
         assert out.extra_fields["status"] == "completed", out.extra_fields["error"]
+    if evaluation:  # each validation episode meets its own customer
+        firsts = {next(m["content"] for m in o.extra_fields["messages"] if m["role"] == "user") for o in outputs}
+        assert len(openings) == 4 and len(firsts) == 4
+        return
+    assert len(openings) == 2
     for i in range(2):
         mine = outputs[2 * i : 2 * i + 2]
         firsts = {next(m["content"] for m in o.extra_fields["messages"] if m["role"] == "user") for o in mine}

@@ -51,9 +51,9 @@ def make_loop(config, server_manager, tokenizer) -> TauAgentLoop:
     return loop
 
 
-def dataset_rows(tmp_path: Path, config, tokenizer, refs) -> list[dict]:
+def dataset_rows(tmp_path: Path, config, tokenizer, refs, evaluation: bool = False) -> list[dict]:
     """``verl_rows`` -> parquet -> verl's ``RLHFDataset`` -> what ``run(**row)`` receives."""
-    path = write_verl_parquet(verl_rows(refs), tmp_path / "tasks.parquet")
+    path = write_verl_parquet(verl_rows(refs, evaluation=evaluation), tmp_path / "tasks.parquet")
     dataset = RLHFDataset(data_files=[str(path)], tokenizer=tokenizer, config=config.data)
     rows = []
     for i in range(len(dataset)):

@@ -11,7 +11,7 @@ import pytest
 from slime_tau_plugin.adapters.verl.agent_loop import verl_tau_config
 from slime_tau_plugin.adapters.verl.rows import task_ref_from_extra_info, verl_rows
 from slime_tau_plugin.engine.errors import ConfigError
-from tests.verl.conftest import ROOT, refs_with_tasks, verl_config
+from tests.verl.conftest import AGENT_LOOP_YAML, ROOT, refs_with_tasks, verl_config
 from tests.verl.rows import write_verl_parquet
 
 
@@ -51,11 +51,38 @@ def test_trainer_tau_section_overrides_the_yaml_entry():
         ((), {"tau_domain": "retial"}, "expected one of airline, retail, telecom"),
         ((), {"tau_env_workers": "eight"}, "tau_env_workers='eight' is invalid; expected an integer"),
         ((), {"tau_max_turns": "many"}, "tau_max_turns='many' is invalid; expected an integer"),
+        (("actor_rollout_ref.rollout.multi_turn.max_user_turns=5",), {}, "multi_turn.max_user_turns=5 is not applied"),
+        (("actor_rollout_ref.rollout.multi_turn.max_parallel_calls=4",), {}, "every tool call of a turn runs"),
+        (("actor_rollout_ref.rollout.multi_turn.max_tool_response_length=1024",), {}, "a tool response is shown whole"),
+        (("actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=left",), {}, "never cut"),
+        (("actor_rollout_ref.rollout.multi_turn.enable=false",), {}, "multi_turn.enable=False must be true"),
+        (("actor_rollout_ref.rollout.multi_turn.format=llama3_json",), {}, "tau_tool_call_parser"),
+        (("actor_rollout_ref.rollout.multi_turn.use_inference_chat_template=true",), {}, "exactly the ids"),
+        (("actor_rollout_ref.rollout.multi_turn.tool_config_path=/x.yaml",), {}, "τ's environment brings its tools"),
+        (("actor_rollout_ref.rollout.multi_turn.num_repeat_rollouts=2",), {}, "rollout.n sets the repeats"),
+        (("+actor_rollout_ref.rollout.multi_turn.newer_knob=1",), {}, "newer_knob=1 is unknown to slime_tau_plugin"),
     ],
 )
 def test_wrong_settings_raise_config_errors(overrides, settings, message):
-    with pytest.raises(ConfigError, match=message.replace("?", r"\?")):
+    with pytest.raises(ConfigError, match=message.replace("?", r"\?")) as refused:
         verl_tau_config(verl_config(*overrides), settings)
+    assert "\n" not in str(refused.value)
+
+
+def test_every_verl_multi_turn_knob_has_a_rule_and_the_honoured_ones_apply():
+    """A knob verl adds is refused unless at its default (the test fails here first, so it gets a rule)."""
+    import dataclasses
+
+    from verl.workers.config import MultiTurnConfig
+
+    from slime_tau_plugin.adapters.verl.multi_turn import RULES
+
+    assert {f.name for f in dataclasses.fields(MultiTurnConfig) if not f.name.startswith("_")} == set(RULES)
+    honoured = verl_config(
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=7",
+        "actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode=disable",
+    )
+    assert verl_tau_config(honoured, {"tau_max_turns": 30}).max_turns == 7
 
 
 def test_a_quoted_number_in_the_agent_loop_yaml_is_coerced():
@@ -171,3 +198,20 @@ def test_prepare_format_verl_writes_train_and_val_rows_that_load_back(tmp_path, 
         [*cmd, "--force", "--train", "tau2/retail/test", "--eval", "tau2/retail/test"], capture_output=True, text=True
     )
     assert leaky.returncode == 2 and "tau2/retail/test is used for both training and evaluation" in leaky.stderr
+
+
+def test_the_agent_loop_yaml_says_which_keys_are_refused_as_the_code_does():
+    from slime_tau_plugin.adapters.verl.agent_loop import NOT_FOR_VERL, SLIME_ONLY
+
+    lines = AGENT_LOOP_YAML.read_text().splitlines()
+
+    def listed(start: str) -> set[str]:
+        line = next(line for line in lines if line.startswith(start))
+        return {word.strip() for word in line.split(":", 1)[1].split(",")}
+
+    assert listed("# Refused, verl provides them:") == {f"tau_{n}" for n in NOT_FOR_VERL}
+    assert listed("# Refused, slime's hooks only:") == {f"tau_{n}" for n in SLIME_ONLY}
+    guard = listed("# Applied (the failure guard")
+    assert guard == {"tau_max_failed_share", "tau_failure_window_groups"}
+    tau = verl_tau_config(verl_config(), {"tau_max_failed_share": 0.25, "tau_failure_window_groups": 3})
+    assert (tau.max_failed_share, tau.failure_window_groups) == (0.25, 3), "the guard's keys are accepted"

@@ -15,16 +15,17 @@ the prefix); then verl's own limits, as its ``ToolAgentLoop`` applies them: the 
 and tool/user text) fits ``rollout.response_length`` (``max_response_len``), prompt + response fit
 ``rollout.prompt_length + rollout.response_length`` and ``rollout.max_model_len`` (``max_context_len``),
 ``multi_turn.max_assistant_turns`` caps ``max_turns``, ``data.apply_chat_template_kwargs.enable_thinking``
-is used when ``tau_enable_thinking`` is unset. A prompt longer than ``rollout.prompt_length`` cannot be
+is used when ``tau_enable_thinking`` is unset; verl's other ``multi_turn`` knobs are refused where τ's loop would not
+apply them (``multi_turn.py``). A prompt longer than ``rollout.prompt_length`` cannot be
 padded into verl's batch: that episode stops before its first turn and does not train.
 
 Outcomes: verl has no ``remove_sample``, so an episode that must not train (an env, user-simulator or policy
 failure, an engine abort, an unusable row) is returned with ``response_mask`` and log-probs all 0 and
-``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), and the ``tau_grpo``
-estimator (``advantage.py``) keeps its 0 out of its group's mean and std. ``extra_fields["error"]`` and
+``reward_score`` 0.0: it adds no gradient (verl's loss aggregations skip fully masked rows), and the ``tau_<name>``
+estimators (``advantage.py``) keep its 0 out of its group's mean and std. ``extra_fields["error"]`` and
 ``failed_endpoint`` say why. A wrong setting raises ``ConfigError``; under the batch trainer
 (``trainer.use_v1=false``) the failure guard's ``FailureGuardError`` stops the run (``guard.py``); under V1 the
-``tau_*`` trainer modes run the guard (``trainer.py``).
+τ's sampler in verl's own trainer runs the guard (``sampler.py``).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from slime_tau_plugin.adapters.verl.guard import guard_batch_path
+from slime_tau_plugin.adapters.verl.multi_turn import check_multi_turn
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
 from slime_tau_plugin.adapters.verl.recipes import refuse_recipes
-from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, task_ref_from_extra_info
+from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, is_evaluation, task_ref_from_extra_info
 from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key
 from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
@@ -66,7 +68,7 @@ SLIME_ONLY = (
 )
 """TauConfig fields read by slime's hooks only (training-reward shaping; the per-task record, its curriculum and
 held-out check): verl's agent loop cannot tell training from validation rows, so under verl they would do
-nothing. The failure guard's keys (``tau_max_failed_share``, ``tau_failure_window_groups``) apply: ``trainer.py``
+nothing. The failure guard's keys (``tau_max_failed_share``, ``tau_failure_window_groups``) apply: ``sampler.py``
 (V1) and ``guard_batch_path`` (the batch trainer) read them."""
 EXTRA_FIELD_KEYS = (
     "tau_task", "status", "termination_reason", "model_turns", "tool_call_counts", "tool_errors", "parse_errors",
@@ -115,6 +117,7 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
                 f"tau_{name}={values[name]!r} is read by slime's hooks only and does nothing under verl; remove it"
             )
     rollout = trainer_config.actor_rollout_ref.rollout
+    check_multi_turn(rollout.get("multi_turn"))
     response_len = int(rollout.response_length)
     context_len = int(rollout.prompt_length) + response_len
     if rollout.get("max_model_len"):
@@ -332,7 +335,7 @@ def _stop_ids(tokenizer: Any, sampling_params: Mapping[str, Any]) -> set[int]:
 
 def trainer_tau_config(trainer_config: Any) -> TauConfig:
     """The ``TauConfig`` the agent loops of this trainer config build (its agent-loop YAML's ``tau_agent`` entry,
-    the ``tau`` section, verl's limits): what the trainer process reads (``trainer.py``).
+    the ``tau`` section, verl's limits): what the trainer process reads (``sampler.py``).
 
     Raises:
         ConfigError: no ``tau_agent`` entry in ``agent_loop_config_path``, or a bad setting.
@@ -352,7 +355,8 @@ def trainer_tau_config(trainer_config: Any) -> TauConfig:
 
 
 def _group_of(row: dict[str, Any]) -> str | None:
-    """The row's GRPO group: verl's ``uid``, one per prompt, copied into its ``rollout.n`` repeats. verl does not tell
-    an agent loop whether it validates, so with ``tau_user_shared_opening`` validation repeats share it too."""
+    """The row's GRPO group: verl's ``uid``, one per prompt, copied into its ``rollout.n`` repeats; None for an
+    evaluation row (``rows.EVAL_MARK``: verl does not tell an agent loop whether it validates), so the customer's
+    shared opening (``tau_user_shared_opening``, training only) never reaches validation."""
     uid = row.get("uid")
-    return None if uid is None else f"verl:{uid}"
+    return None if uid is None or is_evaluation(row.get("extra_info")) else f"verl:{uid}"

@@ -8,9 +8,9 @@ verl's ``<section>/<name>`` convention and the slime path's names: ``tau/<benchm
 (``reward_mean``, ``pass_rate``, ``status/<status>``, ``termination/<reason>``, ``<counter>_per_episode``,
 ``turns_mean``; the customer review's ``review/*``, e.g. ``review/excluded``: the episodes taken out as
 ``user_error``, a count, and what the customer cost, ``tau_user/cost_*``: the slime path's own functions) and
-``tau/failed/<endpoint>`` (share of the step's episodes) per step; ``val-core/<data_source>/tau/pass^k`` at
-validation, over the rows that are evidence (a FAILED row, a customer error among them, is left out and counted in
-``val-core/<data_source>/tau/left_out``, as slime's eval does). Imports no verl.
+``tau/failed/<endpoint>`` (share of the step's episodes) per step; each task's ``tau_pass^k`` at validation
+(:func:`task_pass_k`, over the rows that are evidence: a FAILED row, a customer error among them, is left out, as
+slime's eval does), which verl logs per data source. Imports no verl.
 """
 
 from __future__ import annotations
@@ -123,44 +123,19 @@ def _num(meta: Mapping[str, Any], key: str) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def validation_pass_k(
-    data_sources: Sequence[str],
-    uids: Sequence[Any],
-    successes: Sequence[Any],
-    failed: Sequence[Any] | None = None,
-    customer_errors: Sequence[Any] | None = None,
-) -> dict[str, float]:
-    """τ's pass^k per data source from verl's validation lists (a task's samples share a ``uid``).
+def task_pass_k(infos: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """One task's τ pass^k for k = 1 .. its episodes, from its rows' ``reward_extra_info`` (``acc``, ``failed``).
 
-    verl's own ``best@k`` is pass@k (any of k succeeds); τ reports pass^k (all k succeed), k = 1 .. the fewest
-    samples any task has. ``successes`` is the rows' ``reward_extra_info["acc"]`` (None for a row another loop
-    filled: skipped). ``failed`` (``reward_extra_info["failed"]``): rows that are no evidence, left out and counted in
-    ``tau/left_out``; ``customer_errors``: those the customer review took out, also counted in
-    ``tau/review/excluded_from_pass_k`` (slime's eval names).
+    verl's own ``best@k`` is pass@k (any of k succeeds); τ reports pass^k (all k succeed), over the episodes that are
+    evidence: a FAILED one (a customer error among them) is left out, as slime's eval does; None where fewer than k
+    are left (verl's validation skips None).
     """
-    rows = len(successes)
-    failed = list(failed) if failed is not None and len(failed) == rows else [None] * rows
-    customer = list(customer_errors) if customer_errors is not None and len(customer_errors) == rows else [None] * rows
-    by_source: dict[str, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
-    left: Counter[str] = Counter()
-    excluded: Counter[str] = Counter()
-    for source, uid, acc, lost, theirs in zip(data_sources, uids, successes, failed, customer, strict=True):
-        if acc is None:
-            continue
-        if lost is not None and float(lost) > 0:
-            left[str(source)] += 1
-            excluded[str(source)] += int(theirs is not None and float(theirs) > 0)
-            continue
-        by_source[str(source)][uid].append(int(float(acc) >= SUCCESS))
-    out: dict[str, float] = {f"val-core/{source}/tau/left_out": float(count) for source, count in left.items()}
-    out |= {f"val-core/{s}/tau/review/excluded_from_pass_k": float(c) for s, c in excluded.items() if c}
-    for source, tasks in sorted(by_source.items()):
-        wins = [sum(v) for v in tasks.values()]
-        trials = [len(v) for v in tasks.values()]
-        for k in range(1, min(trials) + 1):
-            values = per_task_pass_k(wins, trials, k)
-            out[f"val-core/{source}/tau/pass^{k}"] = sum(values) / len(values)
-    return out
+    kept = [info for info in infos if not float(info.get("failed") or 0.0) > 0]
+    wins = sum(float(info.get("acc") or 0.0) >= SUCCESS for info in kept)
+    return {
+        f"tau_pass^{k}": per_task_pass_k([wins], [len(kept)], k)[0] if k <= len(kept) else None
+        for k in range(1, len(infos) + 1)
+    }
 
 
 def verl_guard_settings(config: TauConfig, groups_per_step: int | None) -> FailureGuardSettings:

@@ -5,8 +5,8 @@ The batch trainer awaits every agent loop of a step (``AgentLoopWorker.generate_
 slime guard's window (``engine/metrics/failure_guard.FailureGuard``: the same thresholds and stop line) over the
 episodes it played, one per observation: the window holds ``tau_failure_window_groups`` x ``rollout.n``
 episodes (default: one step's, ``data.train_batch_size`` x ``rollout.n``, spread over the workers). V1's trainer
-settles failed sessions without stopping, so there the guard runs in the trainer (``trainer.py``) over whole
-groups instead. Imports no verl.
+settles failed sessions without stopping, so there the guard runs in the trainer's replay buffer (``sampler.py``)
+over whole groups instead. Imports no verl.
 """
 
 from __future__ import annotations

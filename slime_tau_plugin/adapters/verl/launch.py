@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slime_tau_plugin.adapters.verl.recipes import refuse_recipes
-from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, check_row_sets
+from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, EVAL_MARK, check_row_sets, is_evaluation
 from slime_tau_plugin.engine.chat.tool_calls import check_parser_names
 from slime_tau_plugin.engine.errors import ConfigError
 
@@ -23,8 +23,8 @@ def check_launch(overrides: Sequence[str], *, train_sets: str = "", eval_sets: s
     ``main_ppo``'s own ``validate_config``; the agent-loop YAML has the ``tau_agent`` entry, whose settings
     (with the ``tau`` section and verl's limits) build a ``TauConfig`` with known parsers; the data files
     that exist hold ``tau_agent`` rows of ``train_sets``/``eval_sets`` (the script's ``TRAIN_SETS``/``EVAL_SETS``,
-    when given); the trainer is one that keeps τ's promises: ``algorithm.adv_estimator=tau_grpo`` (failed episodes
-    out of the group statistics) and, under V1, a ``tau_*`` trainer mode (the failure guard and τ's metrics).
+    when given); the trainer is one that keeps τ's promises: ``algorithm.adv_estimator=tau_<name>`` (verl's estimator
+    without the failed episodes) and, under V1, verl's own trainer mode with τ's sampler (guard and metrics).
 
     Raises:
         ConfigError: the first problem, in one line.
@@ -35,7 +35,7 @@ def check_launch(overrides: Sequence[str], *, train_sets: str = "", eval_sets: s
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    from slime_tau_plugin.adapters.verl import register  # noqa: F401  (tau_grpo and the tau_* trainer modes)
+    from slime_tau_plugin.adapters.verl import register  # noqa: F401  (the tau_<name> estimators, the loop)
     from slime_tau_plugin.adapters.verl.agent_loop import TauAgentLoop, trainer_tau_config
 
     try:
@@ -76,34 +76,62 @@ def check_launch(overrides: Sequence[str], *, train_sets: str = "", eval_sets: s
 
 
 def _trainer_name(cfg: Any) -> str:
-    return f"v1/{cfg.trainer.v1.trainer_mode}" if cfg.trainer.get("use_v1") else "batch"
+    if not cfg.trainer.get("use_v1"):
+        return "batch"
+    return f"v1/{cfg.trainer.v1.trainer_mode}+{cfg.trainer.v1.sampler.custom_sampler.get('name')}"
 
 
 def check_trainer(cfg: Any) -> None:
     """The estimator and trainer that keep failed episodes out of training signal and stop a run on a dead endpoint."""
     refuse_recipes(cfg)
-    from slime_tau_plugin.adapters.verl.advantage import ESTIMATOR
+    from slime_tau_plugin.adapters.verl.advantage import PREFIX, wrap_estimator
 
-    if str(cfg.algorithm.adv_estimator) != ESTIMATOR:
+    estimator = str(cfg.algorithm.adv_estimator)
+    if not estimator.startswith(PREFIX):
         raise ConfigError(
-            f"algorithm.adv_estimator={cfg.algorithm.adv_estimator} lets a failed episode's 0 reward into its group's "
-            f"statistics; use algorithm.adv_estimator={ESTIMATOR} (verl's GRPO over the episodes that did not fail)"
+            f"algorithm.adv_estimator={estimator} lets a failed episode's 0 reward into its group's statistics; use "
+            f"algorithm.adv_estimator={PREFIX}{estimator} (verl's {estimator} over the episodes that did not fail)"
         )
+    wrap_estimator(estimator.removeprefix(PREFIX))
     if cfg.trainer.get("use_v1"):
-        import importlib.util
+        _check_v1(cfg)
 
-        if importlib.util.find_spec("transfer_queue") is None:
-            raise ConfigError(
-                "trainer.use_v1=true (verl 0.9's default) needs TransferQueue: pip install TransferQueue==0.1.11"
-            )
-        from slime_tau_plugin.adapters.verl.trainer import TRAINER_MODES
 
-        mode = cfg.trainer.v1.trainer_mode
-        if mode not in TRAINER_MODES:
-            raise ConfigError(
-                f"trainer.v1.trainer_mode={mode} runs no τ failure guard or τ metrics; use tau_{mode} "
-                f"(one of {', '.join(TRAINER_MODES)}: verl's trainer of that name with them)"
-            )
+def _check_v1(cfg: Any) -> None:
+    """verl's own V1 trainer mode with τ's sampler (``sampler.overrides``), whose kwargs verl leaves alone."""
+    import importlib.util
+
+    if importlib.util.find_spec("transfer_queue") is None:
+        raise ConfigError(
+            "trainer.use_v1=true (verl 0.9's default) needs TransferQueue: pip install TransferQueue==0.1.11"
+        )
+    from slime_tau_plugin.adapters.verl.sampler import SAMPLER_PATH, SAMPLERS, TRAINER_KWARGS_OVERRIDE
+
+    mode = str(cfg.trainer.v1.trainer_mode)
+    if mode not in SAMPLERS:
+        mine = mode.removeprefix("tau_")
+        hint = f"; use trainer.v1.trainer_mode={mine} (verl's own)" if mine in SAMPLERS else ""
+        raise ConfigError(
+            f"trainer.v1.trainer_mode={mode} is not one of {', '.join(SAMPLERS)}: τ's guard and metrics ride verl's "
+            f"own trainer through trainer.v1.sampler.custom_sampler{hint}"
+        )
+    sampler = cfg.trainer.v1.sampler
+    custom = sampler.get("custom_sampler") or {}
+    if custom.get("path") != SAMPLER_PATH or custom.get("name") != SAMPLERS[mode]:
+        raise ConfigError(
+            f"trainer.v1.sampler.custom_sampler={{path: {custom.get('path')}, name: {custom.get('name')}}} runs no τ "
+            f"failure guard or τ metrics under {mode}; use path={SAMPLER_PATH} name={SAMPLERS[mode]}"
+        )
+    if (sampler.get("sampler_kwargs") or {}).get("tau_trainer") is None:
+        raise ConfigError(f"trainer.v1.sampler.sampler_kwargs.tau_trainer is missing; add {TRAINER_KWARGS_OVERRIDE}")
+    filter_groups = cfg.algorithm.get("filter_groups") or {}
+    if filter_groups.get("enable") or sampler.get("sync_refill_failed_groups"):
+        key = (
+            "algorithm.filter_groups.enable"
+            if filter_groups.get("enable")
+            else "trainer.v1.sampler.sync_refill_failed_groups"
+        )
+        raise ConfigError(f"{key}=true is not passed by verl to a custom sampler (τ's); set it false")
 
 
 def _listed(value: Any) -> list[str]:
@@ -122,3 +150,7 @@ def _check_rows(key: str, file: str) -> None:
     names = set(frame["agent_name"])
     if names - {AGENT_NAME}:
         raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")
+    marks = {is_evaluation(info) for info in frame["extra_info"]}
+    if marks != {key == "val_files"}:
+        want = "evaluation rows (slime-tau prepare --eval writes them)" if key == "val_files" else "training rows"
+        raise ConfigError(f"data.{key}={file} holds rows with extra_info.{EVAL_MARK}={sorted(marks)}; expected {want}")

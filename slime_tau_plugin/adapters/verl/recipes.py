@@ -19,8 +19,8 @@ RECIPES = {
 def refuse_recipes(trainer_config: Any) -> None:
     """Refuse verl's fully-async and one-step-off recipes in one line.
 
-    They run their own trainers, not V1's registry: τ's failure guard and step metrics (``trainer.py``) would not
-    run, and their rollout loops are not tested with this loop on CPU. ``tau_grpo`` and the loop itself would work.
+    They run their own trainers, not V1's replay buffer: τ's failure guard and step metrics (``sampler.py``) would
+    not run, and their rollout loops are not tested with this loop on CPU. ``tau_<name>`` and the loop would work.
 
     Raises:
         ConfigError: the config is a recipe's, naming the recipe and the supported trainers.
@@ -29,6 +29,6 @@ def refuse_recipes(trainer_config: Any) -> None:
         if trainer_config.get(key) is not None:
             raise ConfigError(
                 f"{recipe} (config key {key}) is not supported by slime_tau_plugin: its failure guard and τ metrics "
-                "run in verl's V1 trainer; use trainer.use_v1=true trainer.v1.trainer_mode=tau_sync "
-                "(or tau_colocate_async)"
+                "run in verl's V1 replay buffer; use trainer.use_v1=true trainer.v1.trainer_mode=sync (or "
+                "colocate_async) with slime_tau_plugin.adapters.verl.sampler (see docs/verl.md)"
             )

@@ -8,7 +8,8 @@ One row per task, with the fields verl's ``RLHFDataset`` and agent-loop worker r
      "agent_name": "tau_agent",                         # which agent loop plays the row
      "extra_info": {"index": 0, "benchmark": "tau2", "domain": "retail", "split": "train",
                     "task_id": "7",                     # "task_index" for tau1, as in slime's rows
-                    "task": "{...τ's own task dump, as JSON text...}"}}
+                    "task": "{...τ's own task dump, as JSON text...}",
+                    "tau_eval": False}}                 # True in data.val_files' rows (EVAL_MARK)
 
 ``extra_info`` carries the same task reference as slime's rows (``data.task_row``), except that the task
 dump is JSON *text*: parquet stores a nested dict as a struct whose type is the union over all rows, so
@@ -33,13 +34,19 @@ from slime_tau_plugin.engine.errors import ConfigError
 
 AGENT_NAME = "tau_agent"
 """The name ``TauAgentLoop`` is registered under (``configs/verl/tau_agent_loop.yaml``)."""
+EVAL_MARK = "tau_eval"
+"""``extra_info`` key, True in an evaluation row: verl does not tell an agent loop whether it validates, so the row
+does (what trains only, the customer's shared opening, stays out of validation)."""
 
 
-def verl_rows(refs: Iterable[TaskRef], *, agent_name: str = AGENT_NAME) -> list[dict[str, Any]]:
-    """verl dataset rows for ``refs``, in order (``extra_info.index`` is the row's position)."""
+def verl_rows(
+    refs: Iterable[TaskRef], *, agent_name: str = AGENT_NAME, evaluation: bool = False
+) -> list[dict[str, Any]]:
+    """verl dataset rows for ``refs``, in order (``extra_info.index`` is the row's position); ``evaluation``: rows
+    for ``data.val_files`` (:data:`EVAL_MARK`)."""
     rows = []
     for index, ref in enumerate(refs):
-        extra_info: dict[str, Any] = {"index": index, **task_row(index, ref)["metadata"]}
+        extra_info: dict[str, Any] = {"index": index, **task_row(index, ref)["metadata"], EVAL_MARK: evaluation}
         if extra_info.get("task") is not None:
             extra_info["task"] = json.dumps(extra_info["task"], ensure_ascii=False, sort_keys=True)
         name = f"{ref.benchmark}/{ref.domain}/{ref.split}/{ref.task_id}"
@@ -95,6 +102,11 @@ def check_row_sets(file: str, specs: str, what: str) -> None:
             f"{', '.join(sorted(expected))}; delete the file (the script writes it again) or set the sets it was "
             "written for"
         )
+
+
+def is_evaluation(extra_info: Mapping[str, Any] | None) -> bool:
+    """Whether a row is an evaluation row (:data:`EVAL_MARK`)."""
+    return bool((extra_info or {}).get(EVAL_MARK))
 
 
 def task_ref_from_extra_info(extra_info: Mapping[str, Any] | None, config: TauConfig) -> TaskRef:

@@ -2,8 +2,8 @@
 groups that stops the run once one endpoint's failures pass a share.
 
 slime feeds it from its dynamic filter and reward post-process (``adapters/slime/group_filter.py``); verl from its
-trainer (``adapters/verl/trainer.py``, V1) or its agent-loop workers (``adapters/verl/guard.py``, the batch
-trainer). Both hand it sample-like values: ``status`` (an enum whose ``name`` is ``FAILED`` for a failure),
+trainer's replay buffer (``adapters/verl/sampler.py``, V1) or its agent-loop workers (``adapters/verl/guard.py``,
+the batch trainer). Both hand it sample-like values: ``status`` (an enum whose ``name`` is ``FAILED`` for a failure),
 ``remove_sample`` (optional) and ``metadata`` with ``termination_reason``, ``failed_endpoint`` and ``error``.
 """
 
