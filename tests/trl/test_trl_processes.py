@@ -194,3 +194,34 @@ def test_only_a_batch_that_is_not_whole_groups_or_not_in_sampler_order_is_refuse
     assert "different prompts" in str(info.value) and "\n" not in str(info.value)
     places = row_places(["a", "a"], 3, 4, 8)  # the last quarter of one group of 8
     assert [(p.row, p.group, p.copy) for p in places] == [(6, 0, 6), (7, 0, 7)]
+
+
+def test_every_process_takes_the_same_stop_decision(oracle_url, tiny_trl_model, tmp_path):
+    """A dead endpoint seen by all processes' rows: each process's guard trips on the same gathered rows, so every
+    process stops at the same step (none waits alone in TRL's next collective)."""
+    processes, per_device, groups = 4, 2, 8
+    split = [[NO_SUCH_TASK] * per_device for _ in range(processes)]  # one group of 8 across 4 processes
+    rollout = Processes(split, tau_policy_url=oracle_url, tau_user="scripted")
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_trl_model),
+        reward_funcs=[tau_reward],
+        args=GRPOConfig(
+            output_dir=str(tmp_path),
+            per_device_train_batch_size=processes * per_device,
+            num_generations=groups,
+            report_to="none",
+            use_cpu=True,
+            seed=1,
+        ),
+        train_dataset=Dataset.from_list([{"prompt": NO_SUCH_TASK}]),
+        processing_class=AutoTokenizer.from_pretrained(tiny_trl_model),
+        rollout_func=rollout,
+    )
+    trainer.model.train()
+    trainer._generate_and_score_completions([{"prompt": NO_SUCH_TASK}] * (processes * per_device))
+
+    errors = [r.signal.error for r in rollout.rollouts]
+    assert all(e is not None for e in errors)
+    assert len({str(e) for e in errors}) == 1 and "8 of the last 8 episodes" in str(errors[0])
+    assert all(e.endpoint == "config" for e in errors)
+    assert all(r.callback in trainer.callback_handler.callbacks for r in rollout.rollouts)
