@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The TRL test command: a venv (.venv-trl, kept between runs) with CPU torch, TRL 1.16.0 and this package
-# [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/trl (TRL's real GRPOConfig and
-# GRPOTrainer, trained for one step on τ episodes from our oracle server over HTTP).
+# The TRL test command: a venv (.venv-trl, kept between runs) with CPU torch, TRL 1.16.0 (the adapter accepts
+# trl>=1.16.0,<1.17; 1.16.0 is the newest on PyPI) and this package [tau2,sglang,test] plus the --no-deps packages of
+# scripts/install.sh, then tests/trl (TRL's real GRPOConfig and GRPOTrainer, trained for one step on τ episodes from
+# our oracle server over HTTP; one test starts two CPU processes with torch.distributed.run).
 # Usage: bash scripts/test_trl.sh [pytest args]
 #   TRL_VENV=path         another venv location
 #   TORCH_EXTRA_INDEX=url where pip finds the CPU torch wheel when no local one is configured

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         gradient_checkpointing=False,  # a 20M model needs no checkpointing; recomputing the 5k-token prompt costs
     )
     rollout = TauRollout(
+        off_policy=True,  # serve --model keeps the weights it started with: TRL does not sync them
         tau_policy_url=ns.policy_url,
         tau_user="scripted",
         tau_max_turns=4,

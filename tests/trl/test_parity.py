@@ -82,7 +82,7 @@ def trl_records(trainer: ParityTrainer, out: dict[str, Any]) -> list[ParityRecor
 
 @pytest.mark.parametrize("case", PARITY_CASES, ids=lambda c: c.name)
 def test_trl_trains_on_slimes_episode(trainer, oracle_url, qwen25_dir, case):
-    trainer.rollout_func = TauRollout(tau_policy_url=oracle_url, **case.settings)
+    trainer.rollout_func = TauRollout(tau_policy_url=oracle_url, off_policy=True, **case.settings)
     out = trainer._generate_and_score_completions([{"prompt": case.task_name}] * COPIES)
     records = trl_records(trainer, out)
 

@@ -24,14 +24,18 @@ def refused(fn, *a, **kw) -> str:
     return message
 
 
-def test_the_installed_trl_is_the_pinned_one_and_others_are_refused():
+def test_the_installed_trl_is_in_the_range_and_others_are_refused():
     assert check_trl_version() == TRL_VERSION
-    assert "trl==1.15.0 is installed" in refused(check_trl_version, "1.15.0")
+    assert check_trl_version("1.16.1") == "1.16.1" and check_trl_version("1.16.2.dev0") == "1.16.2.dev0"
+    for version in ("1.15.0", "1.17.0", "2.0.0", "nightly"):
+        assert f"trl=={version} is installed" in refused(check_trl_version, version)
+    assert "trl>=1.16.0,<1.17" in refused(check_trl_version, "1.17.0")
 
 
 def test_unknown_and_slime_only_keys_are_refused_when_the_rollout_is_built():
     assert "did you mean tau_max_turns" in refused(TauRollout, tau_max_turn=3)
-    assert "tau_max_failed_share" in refused(TauRollout, tau_max_failed_share=0.1)
+    assert "tau_routing_key_header" in refused(TauRollout, tau_routing_key_header="X-Key")
+    TauRollout(tau_max_failed_share=0.1, tau_failure_window_groups=4)  # the failure guard runs under TRL
     assert "not a tau_* setting" in refused(TauRollout, max_turns=3)
 
 
@@ -46,20 +50,33 @@ def test_the_trainers_vllm_server_is_the_policy_in_server_mode(tmp_path, qwen25_
     assert config.tokenizer_path == qwen25_dir
 
 
+def test_a_server_trl_does_not_sync_is_refused_unless_named_off_policy(tmp_path, qwen25_dir):
+    settings = {"tau_policy_url": "http://h:1"}
+    message = refused(trl_tau_config, args(tmp_path), settings, qwen25_dir)
+    assert "tau_policy_url='http://h:1' is a server TRL does not sync weights into" in message
+    assert "off_policy=True" in message and "use_vllm=True" in message
+    assert trl_tau_config(args(tmp_path), settings, qwen25_dir, off_policy=True).policy_url == "http://h:1"
+    synced = args(tmp_path, use_vllm=True, vllm_mode="server", vllm_server_base_url="http://h:1/")
+    assert trl_tau_config(synced, settings, qwen25_dir).policy_url == "http://h:1"  # TRL's own server: on-policy
+    other = args(tmp_path, use_vllm=True, vllm_mode="server", vllm_server_base_url="http://h:2")
+    assert "does not sync weights" in refused(trl_tau_config, other, settings, qwen25_dir)
+
+
 def test_colocated_vllm_and_masking_truncations_are_refused(tmp_path):
     assert "vllm_mode='colocate'" in refused(
         trl_tau_config, args(tmp_path, use_vllm=True, vllm_mode="colocate"), {}, "/tok"
     )
     bad = args(tmp_path, mask_truncated_completions=True)
-    assert "mask_truncated_completions" in refused(trl_tau_config, bad, {"tau_policy_url": "http://h:1"}, "/tok")
+    off = {"tau_policy_url": "http://h:1"}
+    assert "mask_truncated_completions" in refused(trl_tau_config, bad, off, "/tok", off_policy=True)
 
 
 def test_max_completion_length_caps_the_whole_response(tmp_path, qwen25_dir):
     settings = {"tau_policy_url": "http://h:1", "tau_max_response_len": 9000}
-    config = trl_tau_config(args(tmp_path, max_completion_length=2048), settings, qwen25_dir)
+    config = trl_tau_config(args(tmp_path, max_completion_length=2048), settings, qwen25_dir, off_policy=True)
     assert config.max_response_len == 2048
     bad = {"tau_policy_url": "http://h:1", "tau_max_turns": "many"}
-    assert "max_turns" in refused(trl_tau_config, args(tmp_path), bad, qwen25_dir)
+    assert "max_turns" in refused(trl_tau_config, args(tmp_path), bad, qwen25_dir, off_policy=True)
 
 
 def test_rows_name_their_task_and_come_back():

@@ -47,7 +47,7 @@ def test_grpo_trainer_steps_on_oracle_episodes_and_leaves_failed_ones_out(oracle
         args=grpo_args(tmp_path),
         train_dataset=Dataset.from_list([{"prompt": ORACLE_TASK}, {"prompt": NO_SUCH_TASK}]),
         processing_class=AutoTokenizer.from_pretrained(tiny_trl_model),
-        rollout_func=TauRollout(tau_policy_url=oracle_url, tau_user="scripted"),
+        rollout_func=TauRollout(tau_policy_url=oracle_url, off_policy=True, tau_user="scripted"),
     )
     trainer.train()
 
@@ -76,28 +76,33 @@ def test_grpo_trainer_steps_on_oracle_episodes_and_leaves_failed_ones_out(oracle
     # TRL logged the mean of τ's rewards over the rows it could score (the failed ones left out, not 0)
     logged = next(row for row in trainer.state.log_history if "rewards/tau_reward/mean" in row)
     assert logged["rewards/tau_reward/mean"] == 1.0
+    # τ's step metrics in TRL's log, slime's names: over all 4 rows, the failed ones counted per endpoint
+    assert logged["tau/tau2/retail/samples"] == 4 and logged["tau/tau2/retail/status/completed"] == 0.5
+    assert logged["tau/tau2/retail/pass_rate"] == 0.5 and logged["tau/failed/config"] == 0.5  # a task not in τ
 
 
 def test_copies_of_a_prompt_are_played_with_their_own_seeds():
-    from slime_tau_plugin.adapters.trl.rollout import episode_seed
+    from slime_tau_plugin.adapters.trl.groups import episode_seed
 
-    seeds = {episode_seed(1, 0, ORACLE_TASK, copy) for copy in range(4)}
+    seeds = {episode_seed(1, 0, ORACLE_TASK, row) for row in range(4)}
     assert len(seeds) == 4 and all(0 <= s < 2**48 for s in seeds)
     assert episode_seed(1, 0, ORACLE_TASK, 0) == episode_seed(1, 0, ORACLE_TASK, 0)
 
 
 def test_the_copies_of_a_prompt_form_one_group_in_training_and_none_in_evaluation(tmp_path):
+    from slime_tau_plugin.adapters.trl.groups import row_places
     from slime_tau_plugin.adapters.trl.rollout import episode_requests
     from slime_tau_plugin.engine.config.tau_config import TauConfig
 
     prompts = [ORACLE_TASK] * 2 + ["tau2/retail/train/1"] * 2  # TRL's RepeatSampler order, num_generations=2
     args, config = grpo_args(tmp_path), TauConfig(user_shared_opening=True)
-    train = episode_requests(prompts, config, args, 0, 2, evaluation=False)
+    places = row_places(prompts, 0, 1, 2)
+    train = episode_requests(prompts, places, config, args, 0, "1/0/0")
     groups = [r.group for r in train]
     assert groups[0] == groups[1] != groups[2] == groups[3] and None not in groups
     assert len({r.sampling_params["sampling_seed"] for r in train}) == 4  # each copy its own seed
-    assert groups[0] != episode_requests(prompts, config, args, 0, 2, evaluation=False)[0].group  # named per call
-    assert {r.group for r in episode_requests(prompts, config, args, 0, 2, evaluation=True)} == {None}
+    assert groups[0] != episode_requests(prompts, places, config, args, 0, "1/0/1")[0].group  # named per generation
+    assert {r.group for r in episode_requests(prompts, places, config, args, 0, None)} == {None}
 
 
 def test_import_slime_tau_plugin_does_not_import_trl():

@@ -37,7 +37,7 @@ def recording_trainer_class() -> type:
 
             def recorded(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
                 output = inner(prompts, trainer)
-                self._tau_last_rollout = {k: list(v) for k, v in output.items()}
+                self._tau_last_rollout = {k: list(v) if isinstance(v, list) else v for k, v in output.items()}
                 return output
 
             self.rollout_func = recorded

@@ -2,16 +2,22 @@
 
 Settings, lowest precedence first: ``TauConfig`` defaults; the ``tau_*`` keyword arguments of
 ``TauRollout(...)``; then ``GRPOConfig``'s own limits, as TRL applies them to a single-turn completion: the whole
-response (model turns and tool/user text) fits ``max_completion_length`` (``max_response_len``). The policy is
-the server the user names (``tau_policy_url``, SGLang's ``/generate`` or, with ``tau_policy_api:
-openai-completions``, vLLM's ``/v1/completions``), else the trainer's own generation server (``use_vllm=True,
-vllm_mode="server"``: ``trl vllm-serve`` is vLLM's OpenAI server). The tokenizer defaults to the trainer's
+response (model turns and tool/user text) fits ``max_completion_length`` (``max_response_len``).
+
+The policy, on-policy by default: the trainer's own generation server (``use_vllm=True, vllm_mode="server"``:
+``trl vllm-serve`` is vLLM's OpenAI server, and TRL syncs the trained weights into it before each generation). A
+server the user names (``tau_policy_url``: SGLang's ``/generate`` or, with ``tau_policy_api: openai-completions``,
+vLLM's ``/v1/completions``) gets no weights from TRL, so its episodes are off-policy: refused unless the user says
+so (``TauRollout(off_policy=True)``). TRL 1.16 applies its importance-sampling correction (its
+``vllm_importance_sampling_*``, from our ``logprobs``) only with ``use_vllm=True``; without it the samples train
+uncorrected, which ``off_policy=True`` accepts. The tokenizer defaults to the trainer's
 (``processing_class.name_or_path``): the ids the episode holds are the ids TRL trains on. Imports no TRL except
 :func:`check_trl_version`, which reads its version.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,11 +26,13 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, k
 from slime_tau_plugin.engine.errors import ConfigError
 
 TRL_VERSION = "1.16.0"
-"""The TRL release this adapter is tested with: ``rollout_func`` is experimental in TRL and may change."""
+"""The TRL release the tests run (``scripts/test_trl.sh``)."""
+TRL_RANGE = ((1, 16, 0), (1, 17, 0))
+"""Accepted TRL versions, ``>=1.16.0,<1.17``: ``rollout_func`` is experimental in TRL and changed between minor
+releases; a patch release keeps it (PyPI had no later release when this was written)."""
+TRL_PIN = "trl>=1.16.0,<1.17"
 
 SLIME_ONLY = (
-    "max_failed_share",
-    "failure_window_groups",
     "max_redraws",
     "routing_key_header",
     "task_record_dir",
@@ -37,7 +45,7 @@ under TRL they would do nothing, so they are refused."""
 
 
 def check_trl_version(version: str | None = None) -> str:
-    """The installed TRL version, if it is :data:`TRL_VERSION`.
+    """The installed TRL version, if it is in :data:`TRL_RANGE`.
 
     Raises:
         ConfigError: TRL is missing, or another version is installed (one line: which, and the fix).
@@ -46,14 +54,23 @@ def check_trl_version(version: str | None = None) -> str:
         try:
             import trl
         except ImportError as exc:
-            raise ConfigError(f"TRL is not installed: pip install trl=={TRL_VERSION} ({exc})") from exc
+            raise ConfigError(f"TRL is not installed: pip install '{TRL_PIN}' ({exc})") from exc
         version = str(trl.__version__)
-    if version != TRL_VERSION:
+    if not TRL_RANGE[0] <= _release(version) < TRL_RANGE[1]:
         raise ConfigError(
-            f"trl=={version} is installed; slime_tau_plugin's TRL adapter is tested with trl=={TRL_VERSION} only "
-            f"(rollout_func is experimental in TRL): pip install trl=={TRL_VERSION}"
+            f"trl=={version} is installed; slime_tau_plugin's TRL adapter accepts {TRL_PIN} "
+            f"(rollout_func is experimental in TRL): pip install '{TRL_PIN}'"
         )
     return version
+
+
+def _release(version: str) -> tuple[int, int, int]:
+    """``1.16.1`` -> (1, 16, 1); a pre-release or local suffix counts as its release; unreadable -> (0, 0, 0)."""
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    if found is None:
+        return (0, 0, 0)
+    major, minor, patch = found.groups()
+    return (int(major), int(minor), int(patch or 0))
 
 
 def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,11 +92,14 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def trl_tau_config(args: Any, settings: Mapping[str, Any], tokenizer_dir: str | None) -> TauConfig:
+def trl_tau_config(
+    args: Any, settings: Mapping[str, Any], tokenizer_dir: str | None, *, off_policy: bool = False
+) -> TauConfig:
     """The ``TauConfig`` one rollout plays with, from our settings and the trainer's ``GRPOConfig`` ``args``.
 
     Raises:
-        ConfigError: a setting or a combination TRL cannot train with, naming the key.
+        ConfigError: a setting or a combination TRL cannot train with, naming the key; a ``tau_policy_url`` TRL
+            does not sync weights into without ``off_policy=True``.
     """
     values = check_settings(settings)
     if not values.get("tokenizer_path"):
@@ -88,6 +108,12 @@ def trl_tau_config(args: Any, settings: Mapping[str, Any], tokenizer_dir: str | 
         values["tokenizer_path"] = tokenizer_dir
     if not values.get("policy_url"):
         values["policy_url"], values["policy_api"] = _trainer_server(args)
+    elif not off_policy and not _is_trainer_server(args, str(values["policy_url"])):
+        raise ConfigError(
+            f"tau_policy_url={values['policy_url']!r} is a server TRL does not sync weights into, so its episodes "
+            "are off-policy (TRL corrects them only with use_vllm=True): train on-policy with use_vllm=True, "
+            "vllm_mode='server' and no tau_policy_url, or pass TauRollout(off_policy=True) to train on them anyway"
+        )
     if getattr(args, "mask_truncated_completions", False):
         raise ConfigError(
             "GRPOConfig.mask_truncated_completions=True judges a completion by its last id, but a τ episode's "
@@ -112,9 +138,19 @@ def _trainer_server(args: Any) -> tuple[str, PolicyApi]:
             f"GRPOConfig.vllm_mode={getattr(args, 'vllm_mode', None)!r} runs vLLM inside the trainer, which τ "
             "episodes cannot call turn by turn: use vllm_mode='server' (trl vllm-serve) or set tau_policy_url"
         )
+    return _server_url(args), PolicyApi.OPENAI_COMPLETIONS
+
+
+def _server_url(args: Any) -> str:
     base = getattr(args, "vllm_server_base_url", None)
     url = base or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
-    return url.rstrip("/"), PolicyApi.OPENAI_COMPLETIONS
+    return str(url).rstrip("/")
+
+
+def _is_trainer_server(args: Any, url: str) -> bool:
+    """``tau_policy_url`` names the server TRL syncs (``use_vllm=True, vllm_mode='server'``): still on-policy."""
+    synced = getattr(args, "use_vllm", False) and getattr(args, "vllm_mode", None) == "server"
+    return bool(synced) and url.rstrip("/") == _server_url(args)
 
 
 def sampling_params(args: Any, seed: int) -> dict[str, Any]:

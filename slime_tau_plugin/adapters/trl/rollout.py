@@ -1,13 +1,14 @@
 """TRL entry point: :class:`TauRollout`, a ``GRPOTrainer`` ``rollout_func`` that plays τ episodes.
 
-TRL (1.16, ``rollout_func(prompts, trainer) -> dict``) hands the rows of one generation batch, each prompt
-already repeated ``num_generations`` times in a row (its ``RepeatSampler``); it wants one completion per row:
-``prompt_ids``, ``completion_ids`` and ``logprobs``, an optional ``env_mask`` (1 on model tokens, 0 on
-environment tokens), and forwards every other field to the reward functions. Each row is one episode, played by
-the engine's ``play_request`` (or a worker pool's, with ``tau_episode_workers``), the same call slime's
-``generate`` makes: ``prompt_ids`` are the episode's prompt, ``completion_ids`` its response (model turns, tool and
-user text), ``env_mask`` our loss mask, ``logprobs`` the server's (0.0 where the mask is 0). The copies of a
-prompt differ by their sampling seed (``GRPOConfig.seed``, the step, the task and the copy's place).
+TRL (1.16, ``rollout_func(prompts, trainer) -> dict``) hands each process its rows of the global generation batch
+(its ``RepeatSampler`` repeats each prompt ``num_generations`` times in a row; accelerate's ``BatchSamplerShard``
+slices the batch per process, so one group may span processes: ``groups.py``). It wants one completion per row:
+``prompt_ids``, ``completion_ids`` and ``logprobs``, an optional ``env_mask`` (1 on model tokens, 0 on environment
+tokens), and forwards every other field to the reward functions. Each row is one episode, played by the engine's
+``play_request`` (or a worker pool's, with ``tau_episode_workers``), the same call slime's ``generate`` makes:
+``prompt_ids`` are the episode's prompt, ``completion_ids`` its response (model turns, tool and user text),
+``env_mask`` our loss mask, ``logprobs`` the server's (0.0 where the mask is 0). A row's seed and GRPO group come
+from its global place (``groups.py``), so every process agrees on them.
 
 Outcomes: an episode that must not train (an env, user-simulator or policy failure, an abort, a cut-off) has
 ``env_mask`` all 0 and ``tau_score`` None; :func:`reward.tau_reward` returns that None, which TRL reads as
@@ -15,23 +16,35 @@ Outcomes: an episode that must not train (an env, user-simulator or policy failu
 and does not move its group's baseline (TRL has no way to drop a row from a batch). Fields ``tau_status``,
 ``tau_termination``, ``tau_task`` and ``tau_error`` say why. A wrong setting raises ``ConfigError``.
 
-TRL calls ``rollout_func`` synchronously; the episodes run concurrently on one event loop in a daemon thread
-that lives as long as the rollout function, so HTTP sessions built on it stay valid between steps.
+After playing, the processes gather their rows' views (``episodes.py``): τ's step metrics (``tau_step_metrics``,
+which ``tau_reward`` logs through TRL's ``log_metric``) and, in training, the failure guard, whose stop the
+trainer's callback carries out (``callback.py``). TRL calls ``rollout_func`` synchronously; the episodes run
+concurrently on one event loop in a daemon thread that lives as long as the rollout function, so HTTP sessions
+built on it stay valid between steps.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import logging
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from slime_tau_plugin.adapters.trl.callback import StopSignal, guard_stop_class
 from slime_tau_plugin.adapters.trl.config import check_settings, check_trl_version, sampling_params, trl_tau_config
+from slime_tau_plugin.adapters.trl.episodes import (
+    EpisodeView,
+    episode_view,
+    guard_settings,
+    observe_batch,
+    step_metrics,
+)
+from slime_tau_plugin.adapters.trl.groups import RowPlace, episode_seed, group_key, process_of, row_places
 from slime_tau_plugin.adapters.trl.rows import task_request
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.metrics.failure_guard import FailureGuard, FailureGuardError
 from slime_tau_plugin.engine.outcome import training_reward
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
 from slime_tau_plugin.engine.workers.play import play_request
@@ -39,7 +52,11 @@ from slime_tau_plugin.engine.workers.registry import pool_for
 
 REQUIRED = ("prompt_ids", "completion_ids", "logprobs")
 FIELDS = ("env_mask", "tau_score", "tau_status", "tau_termination", "tau_task", "tau_error", "tau_num_turns")
-"""What :class:`TauRollout` returns besides TRL's required keys (each a list, one entry per row)."""
+"""What :class:`TauRollout` returns besides TRL's required keys (each a list, one entry per row); and
+``tau_step_metrics``, one dict for the whole batch (TRL hands a field that is not a list to every row as it is)."""
+METRICS_FIELD = "tau_step_metrics"
+
+logger = logging.getLogger(__name__)
 
 
 class _LoopThread:
@@ -54,72 +71,105 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
 
-def episode_seed(base: int, step: int, prompt: str, copy: int) -> int:
-    """The sampling seed of one row: the same run seed, step, task and copy always sample the same episode."""
-    digest = hashlib.sha256(f"{base}/{step}/{prompt}/{copy}".encode()).digest()
-    return int.from_bytes(digest[:6], "big")  # < 2**48: exact in JSON, within SGLang's int64
-
-
 class TauRollout:
     """``GRPOTrainer(rollout_func=TauRollout(tau_user="scripted", ...))``: τ episodes as TRL completions.
 
     Keyword arguments are ``tau_*`` settings (the keys of slime's YAML); the trainer's ``GRPOConfig`` adds its
-    limits and, unless ``tau_policy_url`` is set, its vLLM server (``config.py``).
+    limits and, unless ``tau_policy_url`` is set, its vLLM server, which TRL keeps in sync (``config.py``).
+    ``off_policy=True`` accepts a ``tau_policy_url`` server TRL does not sync: its episodes are off-policy.
+    One instance per process: it holds the process's failure guard and its callback (:attr:`callback`).
     """
 
-    def __init__(self, **settings: Any) -> None:
-        """Raises: ConfigError: TRL is not version :data:`config.TRL_VERSION`, or a key is wrong."""
+    def __init__(self, *, off_policy: bool = False, **settings: Any) -> None:
+        """Raises: ConfigError: TRL is outside :data:`config.TRL_RANGE`, or a key is wrong."""
         check_trl_version()
         self.settings = dict(settings)
+        self.off_policy = bool(off_policy)
         check_settings(self.settings)
+        self.signal = StopSignal()
+        self.callback = guard_stop_class()(self.signal)
+        """The ``TrainerCallback`` that stops training when the failure guard trips (added on the first call)."""
+        self.gather: Callable[[list[Any]], list[Any]] = _gather_object
+        """The processes' all-gather of picklable rows, in process order: accelerate's ``gather_object`` (what TRL
+        gathers with); the multi-process test stands threads' exchange in for it."""
+        self._guard: FailureGuard | None = None
+        self._generations = 0
         self._loop: _LoopThread | None = None
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
-        """Play one episode per row of ``prompts`` (TRL's generation batch) and return TRL's fields.
+        """Play one episode per row of ``prompts`` (this process's share of TRL's generation batch).
 
         Raises:
-            ConfigError: a setting is wrong, a prompt names no task, or the rows are not whole groups.
+            ConfigError: a setting is wrong, a prompt names no task, or the rows are not TRL's group order.
         """
         evaluation = not trainer.model.training
         groups = trainer.num_generations_eval if evaluation else trainer.num_generations
-        _check_groups(prompts, groups)
+        process, processes = process_of(trainer)
+        places = row_places(prompts, process, processes, groups)
         name = getattr(trainer.processing_class, "name_or_path", None)
-        config = trl_tau_config(trainer.args, self.settings, str(name) if name else None)
-        requests = episode_requests(prompts, config, trainer.args, int(trainer.state.global_step), groups, evaluation)
+        config = trl_tau_config(trainer.args, self.settings, str(name) if name else None, off_policy=self.off_policy)
+        step = int(trainer.state.global_step)
+        generation = None if evaluation else f"{trainer.args.seed}/{step}/{self._generations}"
+        requests = episode_requests(prompts, places, config, trainer.args, step, generation)
         if self._loop is None:
             self._loop = _LoopThread()
         finished = self._loop.run(play_all(config, requests))
-        return trl_output(finished, config, evaluation=evaluation)
+        views = [episode_view(done, place.group) for done, place in zip(finished, places, strict=True)]
+        if processes > 1:
+            views = list(self.gather(views))  # every process: the same global rows
+        if not evaluation:
+            self._generations += 1
+            self._attach(trainer)
+            self._observe(config, views, len(prompts) * processes // groups)
+        out: dict[str, Any] = trl_output(finished, config, evaluation=evaluation)
+        out[METRICS_FIELD] = step_metrics(views)
+        return out
+
+    def _attach(self, trainer: Any) -> None:
+        handler = getattr(trainer, "callback_handler", None)
+        if handler is not None and self.callback not in handler.callbacks:
+            trainer.add_callback(self.callback)
+
+    def _observe(self, config: TauConfig, views: Sequence[EpisodeView], groups_per_batch: int) -> None:
+        settings = guard_settings(config, groups_per_batch)
+        if self._guard is None or self._guard.settings != settings:
+            self._guard = FailureGuard(settings)
+        try:
+            observe_batch(self._guard, views)
+        except FailureGuardError as exc:
+            if self.signal.error is None:
+                logger.error("%s", exc)
+            self.signal.set(exc)
+
+
+def _gather_object(values: list[Any]) -> list[Any]:
+    from accelerate.utils import gather_object
+
+    return list(gather_object(values))
 
 
 def episode_requests(
-    prompts: list[Any], config: TauConfig, args: Any, step: int, groups: int, evaluation: bool
+    prompts: Sequence[Any],
+    places: Sequence[RowPlace],
+    config: TauConfig,
+    args: Any,
+    step: int,
+    generation: str | None,
 ) -> list[EpisodeRequest]:
-    """One request per row: its own seed, and in training its GRPO group (the ``groups`` copies of a prompt, named
-    afresh each call), whose customer opening is shared with ``tau_user_shared_opening``.
+    """One request per row: its seed from its global row and, in training (``generation`` set), its GRPO group
+    (the same key on every process holding part of the group), whose customer opening is shared with
+    ``tau_user_shared_opening``.
 
     Raises:
         ConfigError: a prompt names no task.
     """
-    batch = uuid.uuid4().hex
     requests = []
-    for i, prompt in enumerate(prompts):
+    for prompt, place in zip(prompts, places, strict=True):
         task_prompt, metadata = task_request(prompt, config)
-        params = sampling_params(args, episode_seed(int(args.seed), step, str(prompt), i % groups))
-        group = None if evaluation else f"trl:{batch}:{i // groups}"
+        params = sampling_params(args, episode_seed(int(args.seed), step, str(prompt), place.row))
+        group = None if generation is None else group_key(generation, place, str(prompt))
         requests.append(EpisodeRequest(uuid.uuid4().hex, task_prompt, metadata, params, group=group))
     return requests
-
-
-def _check_groups(prompts: list[Any], groups: int) -> None:
-    if not prompts or len(prompts) % groups:
-        raise ConfigError(f"TRL passed {len(prompts)} rows, not whole groups of num_generations={groups}")
-    for start in range(0, len(prompts), groups):
-        if any(p != prompts[start] for p in prompts[start : start + groups]):
-            raise ConfigError(
-                f"rows {start}..{start + groups - 1} are not one prompt repeated num_generations={groups} times "
-                "(TRL's RepeatSampler order); the rollout cannot form GRPO groups"
-            )
 
 
 async def play_all(config: TauConfig, requests: list[EpisodeRequest]) -> list[FinishedEpisode]:
