@@ -34,8 +34,6 @@ from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.redraw import SHORT_PREFIX, StepShape, redraw_budget
 from slime_tau_plugin.adapters.slime.sample_view import current_rollout_id, is_failed, reward_value
 from slime_tau_plugin.engine.metrics.failure_guard import (  # the guard itself is trainer-neutral (verl uses it too)
-    DEFAULT_MAX_FAILED_SHARE,
-    DEFAULT_WINDOW_GROUPS,
     ENDPOINTS,
     FailureGuard,
     FailureGuardError,
@@ -85,9 +83,7 @@ def guard_settings(args: Any) -> FailureGuardSettings:
         ConfigError: a value outside its range, naming the key.
     """
     config = config_from_args(args)  # the one type and range check of every tau_* key
-    share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
-    window = config.failure_window_groups or getattr(args, "rollout_batch_size", None) or DEFAULT_WINDOW_GROUPS
-    return FailureGuardSettings(float(share), window, float(config.review_max_error_share))
+    return FailureGuardSettings.from_config(config, getattr(args, "rollout_batch_size", None))
 
 
 class _RunWindow(GuardWindow):

@@ -23,7 +23,6 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.cost import COST_KEY
 from slime_tau_plugin.engine.episode.result import SampleStatus
 from slime_tau_plugin.engine.metrics.failure_guard import (
-    DEFAULT_MAX_FAILED_SHARE,
     FailureGuard,
     FailureGuardSettings,
     failure_endpoint,
@@ -101,9 +100,7 @@ def step_metrics(views: Sequence[EpisodeView]) -> dict[str, float]:
 def guard_settings(config: TauConfig, groups_per_batch: int) -> FailureGuardSettings:
     """The slime guard's knobs under TRL: ``tau_max_failed_share`` (default 0.5) over the last
     ``tau_failure_window_groups`` groups (default: one generation batch's groups)."""
-    share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
-    window = config.failure_window_groups or groups_per_batch
-    return FailureGuardSettings(float(share), int(window), float(config.review_max_error_share))
+    return FailureGuardSettings.from_config(config, groups_per_batch)
 
 
 def observe_batch(guard: FailureGuard, views: Sequence[EpisodeView]) -> None:

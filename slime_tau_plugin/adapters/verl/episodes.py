@@ -25,8 +25,6 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
 from slime_tau_plugin.engine.metrics.customer_cost import cost_metrics
 from slime_tau_plugin.engine.metrics.failure_guard import (
-    DEFAULT_MAX_FAILED_SHARE,
-    DEFAULT_WINDOW_GROUPS,
     FailureGuard,
     FailureGuardSettings,
     failure_endpoint,
@@ -141,9 +139,7 @@ def task_pass_k(infos: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
 def verl_guard_settings(config: TauConfig, groups_per_step: int | None) -> FailureGuardSettings:
     """The slime guard's knobs under verl: ``tau_max_failed_share`` (default 0.5) over the last
     ``tau_failure_window_groups`` groups (default: one step's prompts, ``data.train_batch_size``)."""
-    share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
-    window = config.failure_window_groups or groups_per_step or DEFAULT_WINDOW_GROUPS
-    return FailureGuardSettings(float(share), int(window), float(config.review_max_error_share))
+    return FailureGuardSettings.from_config(config, groups_per_step)
 
 
 def observe_step(guard: FailureGuard, uids: Sequence[Any], views: Sequence[EpisodeView | None]) -> None:

@@ -13,10 +13,13 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slime_tau_plugin.engine.episode.result import TerminationReason
 from slime_tau_plugin.engine.errors import FailedEndpoint, TauPluginError
+
+if TYPE_CHECKING:
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
 
 __all__ = [
     "DEFAULT_MAX_FAILED_SHARE",
@@ -87,6 +90,14 @@ class FailureGuardSettings:
     """How many recent groups the share is taken over (default: slime's ``rollout_batch_size``, one step)."""
     max_customer_error_share: float = 0.5
     """The limit for episodes the review took out as customer errors (``tau_review_max_error_share``)."""
+
+    @classmethod
+    def from_config(cls, config: TauConfig, groups_per_step: int | None) -> FailureGuardSettings:
+        """The knobs every trainer reads: ``tau_max_failed_share`` (default 0.5) over the last
+        ``tau_failure_window_groups`` groups (default: the trainer's groups per step, else 8)."""
+        share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
+        window = config.failure_window_groups or groups_per_step or DEFAULT_WINDOW_GROUPS
+        return cls(float(share), int(window), float(config.review_max_error_share))
 
     def limit(self, endpoint: str) -> float:
         """The share of the window one endpoint may fail before the run stops."""
