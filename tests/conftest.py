@@ -135,11 +135,13 @@ def oracle_server_factory(tau2_backend):
 
     servers: dict[tuple, SGLangServer] = {}
 
-    def start(tokenizer, sets: tuple[tuple[str, str], ...] | None, context_len: int = 32768) -> SGLangServer:
-        key = (id(tokenizer), sets, context_len)
+    def start(
+        tokenizer, sets: tuple[tuple[str, str], ...] | None, context_len: int = 32768, tool_call_format: str = "qwen25"
+    ) -> SGLangServer:
+        key = (id(tokenizer), sets, context_len, tool_call_format)
         if key not in servers:
             task_sets = select_task_sets() if sets is None else [("tau2", d, s) for d, s in sets]
-            model = OracleModel(tokenizer, oracle_scripts(task_sets))
+            model = OracleModel(tokenizer, oracle_scripts(task_sets), tool_call_format)
             servers[key] = SGLangServer(model, context_len=context_len).start()
         return servers[key]
 

@@ -4,6 +4,7 @@ Exact families hold ``tokenize(apply_chat_template(messages))`` (Qwen2.5, Llama 
 rendered-history continuations; the last two with τ's tool schemas in the system message, as their npm templates
 render none: ``tau_tools_in_prompt: system``); every prompt holds every tool's name; Qwen3 differs only in its
 hidden old ``<think>`` blocks (documented);
+Qwen3.5/3.6 (XML tool calls, thinking on and off) differs only in the ``<think>`` blocks its template drops;
 Gemma 3 is refused before any episode, by ``generate`` (``ConfigError``) and by the CLI (exit 2, one line).
 """
 
@@ -22,6 +23,7 @@ from slime_tau_plugin.engine.chat.template_text import with_system_text
 from slime_tau_plugin.engine.chat.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.tools.servers.fake_models import THOUGHT
 from tests.contracts.slime_sample import Sample
 from tests.invariants import assert_sample_invariants, assert_tito
 from tests.slime_args import slime_args
@@ -102,3 +104,45 @@ def test_cli_refuses_gemma3_with_one_line_and_exit_2(tmp_path) -> None:
     lines = [line for line in proc.stderr.splitlines() if line.startswith("slime-tau rollout: error:")]
     assert len(lines) == 1 and f"tokenizer {path!r} cannot run τ episodes" in lines[0], proc.stderr
     assert "roles must alternate" in lines[0]
+
+
+@pytest.mark.parametrize("thinking", [False, True], ids=["thinking-off", "thinking-on"])
+def test_qwen35_oracle_rollout_is_exact_but_for_old_think_blocks_with_xml_calls(
+    tau2_backend, oracle_server_factory, thinking: bool
+) -> None:
+    """Qwen3.5/3.6 through ``generate``: the oracle calls τ's tools in XML (SGLang's ``qwen3_coder`` reads them),
+    thinking on (the generation prompt opens ``<think>``; SGLang's ``qwen3-thinking`` splits the reasoning off) and
+    off; the held ids differ from the template's render only in the ``<think>`` blocks it drops from old turns."""
+    path = tokenizer_dir("qwen3_5")
+    tokenizer = _tokenizer(path)
+    server = oracle_server_factory(tokenizer, (("retail", "train"),), tool_call_format="qwen3_coder")
+    refs = tau2_backend.task_refs("retail", "train")[:TASKS]
+    samples = [
+        Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"qwen3_5-{thinking}-{i}")
+        for i, row in enumerate(task_row(j, ref) for j, ref in enumerate(refs))
+    ]
+    args = slime_args(
+        server,
+        path,
+        tau_tool_call_parser="qwen3_coder",
+        tau_reasoning_parser="qwen3-thinking" if thinking else None,
+        tau_enable_thinking=thinking,
+    )
+    asyncio.run(_play(args, samples))
+    matched = calls = 0
+    for sample in samples:
+        assert_sample_invariants(sample)
+        assert_tito(sample, _requests(server, sample))
+        assert sample.reward == 1.0, sample.metadata.get("error") or sample.metadata.get("reward_info")
+        meta = sample.metadata
+        assert (meta["template_mode"], meta["template_fallbacks"], meta["parse_errors"]) == ("anchored", 0, 0)
+        text = tokenizer.apply_chat_template(
+            meta["messages"], tools=meta["tools"], tokenize=False, enable_thinking=thinking
+        )
+        held = tokenizer.decode(sample.tokens)
+        assert all(t["function"]["name"] in held for t in meta["tools"])
+        calls += held.count("<tool_call>\n<function=") - 1  # the system prompt's example call
+        assert held.count("<think>") == held.count("</think>") and (THOUGHT in held) == thinking
+        matched += THINK.sub("", held) == THINK.sub("", text).rstrip("\n")
+    assert calls > TASKS, "the oracle's XML calls were read and answered"
+    assert matched == TASKS, f"qwen3_5: {matched}/{TASKS} samples equal the template's render but for old <think>"

@@ -66,6 +66,8 @@ class ProbeResult:
 
 _HARMONY_TOKENS = ("<|channel|>", "<|call|>", "<|return|>")
 _THINK = "<think>\n{}\n</think>\n\n"
+_OPENED = "{}\n</think>\n\n"
+"""A turn whose generation prompt already opened ``<think>\\n`` (Qwen3.5/3.6): the model writes the rest."""
 _CALL = '<tool_call>\n{{"name": "get_order", "arguments": {{"id": "{}"}}}}\n</tool_call>'
 PROBE_TOOLS = [
     {
@@ -97,9 +99,12 @@ def check_harmony(tokenizer: Any, name: str) -> None:
         )
 
 
-def probe_conversation(thinking: bool) -> tuple[list[Message], list[tuple[str, list[Message]]]]:
-    """The opening and the turns (model text, new messages) the probe renders."""
-    think = _THINK.format if thinking else (lambda _: "")
+def probe_conversation(thinking: bool, opened: bool = False) -> tuple[list[Message], list[tuple[str, list[Message]]]]:
+    """The opening and the turns (model text, new messages) the probe renders.
+
+    ``opened``: the generation prompt ends with ``<think>\\n``, so the model's text starts inside the reasoning.
+    """
+    think = (_OPENED if opened else _THINK).format if thinking else (lambda _: "")
     tool = lambda text: {"role": "tool", "name": "get_order", "content": text}  # noqa: E731
     opening = [
         {"role": "system", "content": "You are a shop agent (probe system)."},
@@ -115,6 +120,11 @@ def probe_conversation(thinking: bool) -> tuple[list[Message], list[tuple[str, l
     return opening, turns
 
 
+def opens_thinking(ct: TemplateText, messages: Sequence[Message]) -> bool:
+    """Whether the generation prompt itself opens the reasoning (``...<|im_start|>assistant\\n<think>\\n``)."""
+    return ct.render(messages, add_generation_prompt=True).endswith("<think>\n")
+
+
 def probe_template(ct: TemplateText) -> ProbeResult:
     """Render the probe conversation whole and both ways; pick the mode and measure fidelity.
 
@@ -122,7 +132,8 @@ def probe_template(ct: TemplateText) -> ProbeResult:
         ConfigError: the template cannot render a τ conversation.
     """
     thinking = "<think>" in str(ct.tokenizer.chat_template) and ct.template_kwargs.get("enable_thinking") is not False
-    opening, turns = probe_conversation(thinking)
+    opening, _ = probe_conversation(thinking)
+    opening, turns = probe_conversation(thinking, opens_thinking(ct, opening))
     conversation = [*opening]
     for text, new in turns:
         conversation += [{"role": "assistant", "content": text}, *new]

@@ -110,6 +110,8 @@ class ToolCallParser:
         detector = self._parser.detector
         self._bot = getattr(detector, "bot_token", "<tool_call>") or "<tool_call>"
         self._eot = getattr(detector, "eot_token", "</tool_call>") or "</tool_call>"
+        self._xml = getattr(detector, "tool_call_prefix", None) == "<function="
+        """Qwen3-Coder / Qwen3.5 / Qwen3.6 (``qwen3_coder``): XML calls; its detector keeps unknown tool names."""
         self.parser_name = parser
         self._foreign = foreign_markers(parser)
         self._warned: set[str] = set()
@@ -136,6 +138,9 @@ class ToolCallParser:
             return self._invalid(text, reasoning, f"the tool call could not be parsed ({type(exc).__name__})", blocks)
         calls: list[ParsedCall] = []
         for item in items:
+            if item.name not in self.tool_names:  # SGLang's XML detector passes any name through
+                reason = f"unknown tool {item.name!r}; available tools: {', '.join(self.tool_names)}"
+                return self._invalid(text, reasoning, reason, blocks)
             try:
                 arguments = json.loads(item.parameters) if item.parameters else {}
             except json.JSONDecodeError:
@@ -183,6 +188,11 @@ class ToolCallParser:
     def _diagnose(self, text: str) -> str:
         """Say what is wrong with the first block SGLang dropped, in words the model can act on."""
         pattern = re.escape(self._bot.strip()) + r"(.*?)(?:" + re.escape(self._eot.strip()) + r"|$)"
+        if self._xml:
+            return (
+                "a tool call could not be parsed; write <tool_call>, then <function=NAME>, one "
+                "<parameter=KEY>VALUE</parameter> per argument, </function> and </tool_call>"
+            )
         for body in re.findall(pattern, text, flags=re.S):
             try:
                 obj = json.loads(body.strip())

@@ -139,6 +139,12 @@ class TauConfig(TauKeys):
                 f"http://host:8000/v1) and {key('user_model')}; the API key comes from the environment variable "
                 f"named by {key('user_api_key_env')}"
             )
+        if self.reasoning_parser == "qwen3-thinking" and self.enable_thinking is False:
+            raise ConfigError(  # that parser reads every reply as reasoning until </think>: nothing would be parsed
+                f"{key('reasoning_parser')}=qwen3-thinking expects the prompt to open <think>, but "
+                f"{key('enable_thinking')}=false closes it; without thinking, set {key('reasoning_parser')}: "
+                "qwen3 or null"
+            )
         if bool(self.judge_base_url) != bool(self.judge_model):
             raise ConfigError(f"{key('judge_base_url')} and {key('judge_model')} must be set together (or neither)")
         if self.review_judge_share > 0 and not self.judge_base_url:

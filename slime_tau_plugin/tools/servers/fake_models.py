@@ -26,6 +26,8 @@ from slime_tau_plugin.tools.servers.tool_call_formats import format_tool_call, g
 __all__ = ["ASK_USER", "EchoModel", "KnownTask", "OracleModel", "ScriptIndex", "ScriptedModel", "format_tool_call"]
 
 ASK_USER = "Could you please do this on your side:"
+THOUGHT = "I know this task; the next step follows."
+"""The reasoning a fake model writes when the generation prompt opened it (Qwen3.5/3.6: ``<think>\\n``)."""
 NEXT_STEP = "the next step of the fix you know of."
 """What the oracle asks for when the tasks it cannot yet tell apart need different user actions."""
 
@@ -54,7 +56,10 @@ class _TextModel:
         return ModelOutput(tuple(self._turn_ids(text)))
 
     def _turn_ids(self, text: str) -> list[int]:
-        return self.template.encode(self.reply(text)) + self.template.eot_ids
+        reply = self.reply(text)
+        if text.endswith("<think>\n"):  # the prompt opened the reasoning: close it, as a thinking model does
+            reply = f"{THOUGHT}\n</think>\n\n{reply}"
+        return self.template.encode(reply) + self.template.eot_ids
 
     def turn_index(self, text: str) -> int:
         """How many assistant turns the conversation already has."""

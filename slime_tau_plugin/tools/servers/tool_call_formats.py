@@ -40,6 +40,16 @@ def _hermes(name: str, arguments: dict[str, Any], index: int) -> str:
     return f"<tool_call>\n{_json({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
+def _qwen3_coder(name: str, arguments: dict[str, Any], index: int) -> str:
+    """Qwen3-Coder / Qwen3.5 / Qwen3.6: XML, one ``<parameter=KEY>`` block per argument; a string value verbatim,
+    any other as JSON (what their chat templates write, and what SGLang's detector converts back by the schema)."""
+    params = "".join(
+        f"<parameter={key}>\n{value if isinstance(value, str) else _json(value)}\n</parameter>\n"
+        for key, value in arguments.items()
+    )
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
 def _llama3(name: str, arguments: dict[str, Any], index: int) -> str:
     """``<|python_tag|>{"name": ..., "parameters": {...}}``: Llama 3.x's JSON call; its own chat template
     writes ``parameters``, and SGLang reads that key or ``arguments``."""
@@ -82,6 +92,7 @@ def _gpt_oss(name: str, arguments: dict[str, Any], index: int) -> str:
 
 _FORMATS = (
     ToolCallFormat("qwen25", "<tool_call>", _hermes),
+    ToolCallFormat("qwen3_coder", "<tool_call>\n<function=", _qwen3_coder),
     ToolCallFormat("llama3", "<|python_tag|>", _llama3),
     ToolCallFormat("deepseekv3", "<｜tool▁calls▁begin｜>", _deepseekv3),
     ToolCallFormat("deepseekv31", "<｜tool▁calls▁begin｜>", _deepseekv31),

@@ -20,6 +20,10 @@ from slime_tau_plugin.engine.errors import ConfigError
         ({"reward_mode": "cheap"}, "tau_reward_mode='cheap' is unknown; expected one of fast, reference"),
         ({"nl_assertions": "skip"}, "tau_nl_assertions='skip' is unknown; expected one of exclude, judge"),
         ({"judge_base_url": "http://h/v1"}, "tau_judge_base_url and tau_judge_model must be set together"),
+        (
+            {"reasoning_parser": "qwen3-thinking", "enable_thinking": False},
+            "tau_reasoning_parser=qwen3-thinking expects the prompt to open <think>, but tau_enable_thinking=false",
+        ),
         ({"user_timeout_s": 0}, "tau_user_timeout_s=0 is invalid; expected seconds > 0"),
         ({"user_retries": 0}, "tau_user_retries=0 is invalid; expected an integer >= 1"),
         ({"max_failed_share": 1.5}, "tau_max_failed_share=1.5 is invalid; expected a share in (0, 1]"),
