@@ -70,17 +70,26 @@ def load_ranks(path: Path) -> dict[bytes, int]:
     return ranks
 
 
-def byte_level(data: bytes) -> str:
+def _byte_table() -> list[str]:
     """GPT-2's printable mapping of bytes, which ``tokenizers``' ByteLevel pre-tokenizer uses."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, extra = {}, 0
+    printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
+    table, extra = [], 0
     for b in range(256):
         if b in printable:
-            table[b] = chr(b)
+            table.append(chr(b))
         else:
-            table[b] = chr(256 + extra)
+            table.append(chr(256 + extra))
             extra += 1
-    return "".join(table[b] for b in data)
+    return table
+
+
+BYTE_TABLE = _byte_table()
+"""Built once: the vocabulary and the merges map ~750k byte strings through it."""
+
+
+def byte_level(data: bytes) -> str:
+    """``data`` in GPT-2's printable byte alphabet (:data:`BYTE_TABLE`)."""
+    return "".join(BYTE_TABLE[b] for b in data)
 
 
 def merges_of(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
