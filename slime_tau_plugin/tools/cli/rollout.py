@@ -155,8 +155,14 @@ def check_flags(ns: argparse.Namespace) -> None:
         ConfigError: LLM-user flags without ``--user llm``; ``--policy``/``--script`` with ``--sglang-url``;
             ``--script`` without ``--policy scripted`` or the reverse; ``--policy-model`` without the
             openai-completions API; a URL without ``http(s)://``; a task
-            listed twice in ``--tasks``/``--task-ids``.
+            listed twice in ``--tasks``/``--task-ids``; a domain or split τ does not have (read from τ's files,
+            without importing τ).
     """
+    from slime_tau_plugin.engine.envs import check_domain, check_split
+
+    check_domain(ns.benchmark, ns.domain)
+    if ns.split is not None:
+        check_split(ns.benchmark, ns.domain, ns.split)
     if ns.user != UserKind.LLM:
         for flag in (*LLM_USER_FLAGS, "user_max_inflight"):
             if getattr(ns, flag) is not None:
