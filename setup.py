@@ -67,6 +67,7 @@ setup(
         "tau2": TAU2,
         "test": TEST,
         "verl": ["pandas", "pyarrow"],
+        "banking": ["rank-bm25"],  # τ³ banking_knowledge's bm25 retrieval (tau_retrieval_variant: bm25)
         "ray": ["ray>=2.9"],  # tau_episode_worker_kind: ray (slime's images already have it)
         # make-tiny-model, serve --model, verify. torch==2.13.0 is the CPU wheel when installed with
         # --index-url https://download.pytorch.org/whl/cpu (PyPI's pulls GBs of CUDA).

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.envs import TaskRef, check_domain, get_backend
+from slime_tau_plugin.engine.envs import TaskRef, check_domain, check_split, get_backend
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
 from slime_tau_plugin.engine.errors import ConfigError
 
@@ -120,7 +120,8 @@ def parse_task_sets(spec: str) -> list[TaskSet]:
     """``"tau2/retail,airline/train"`` -> one TaskSet per domain (a comma list names several domains).
 
     Raises:
-        ConfigError: the spec is not BENCHMARK/DOMAIN[,DOMAIN...]/SPLIT, or names an unknown benchmark/domain.
+        ConfigError: the spec is not BENCHMARK/DOMAIN[,DOMAIN...]/SPLIT, or names an unknown benchmark, domain
+            or split (the split as far as τ's files tell without importing τ).
     """
     parts = [part.strip() for part in spec.split("/")]
     domains = [d.strip() for d in parts[1].split(",")] if len(parts) == 3 else []
@@ -131,7 +132,7 @@ def parse_task_sets(spec: str) -> list[TaskSet]:
         )
     for domain in domains:
         try:
-            check_domain(parts[0], domain)
+            check_split(parts[0], domain, parts[2])  # τ's files: no τ import for a typo
         except ConfigError as exc:
             raise ConfigError(f"task set {spec!r}: {exc}") from exc
     return [TaskSet(parts[0], domain, parts[2]) for domain in domains]

@@ -98,6 +98,11 @@ def freeze_long_lived() -> None:
     gc.freeze()
 
 
+def env_options(config: TauConfig) -> EnvOptions:
+    """How every episode of ``config`` is scored and built (reward mode, NL assertions, judge, retrieval)."""
+    return EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint(), config.retrieval_variant)
+
+
 def _load_tasks(backend: EnvBackend, config: TauConfig) -> None:
     """Load the configured split's tasks here, in the build's worker thread: slime's integer prompts are looked
     up in them on the event loop (``data.task_ref_from_sample``), which then only reads a loaded list."""
@@ -153,12 +158,14 @@ class EpisodeResources:
             tokenizer = shared_state().tokenizers.get((path, remote), lambda: load_tokenizer(path, remote))
         backend = backend if backend is not None else get_backend(config.benchmark)
         _load_tasks(backend, config)
+        options = env_options(config)
+        backend.build_domain(config.domain, options)  # τ lists it but cannot build it: one line, before any episode
         return cls(
             config=config,
             tokenizer=tokenizer,
             backend=backend if wrapper is None else wrapper(backend, config),
             tooling=ToolingCache(tokenizer, config),
-            env_options=EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint()),
+            env_options=options,
             user_client=user_client(config),
             policy=policy,
             review_judge=review_judge(config),

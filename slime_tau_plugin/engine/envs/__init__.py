@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 from slime_tau_plugin.engine.envs.base import (
     STOP_MARKER,
@@ -29,6 +30,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskRef,
     TaskScript,
 )
+from slime_tau_plugin.engine.envs.names import DomainNames
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.shared import shared_state
 
@@ -47,9 +49,13 @@ __all__ = [
     "StepResult",
     "TaskRef",
     "TaskScript",
+    "DomainNames",
     "check_domain",
+    "check_split",
+    "domain_names",
     "get_backend",
     "installed_domains",
+    "known_splits",
 ]
 
 
@@ -61,9 +67,12 @@ class BenchmarkSpec:
     """``module:Class`` of its :class:`EnvBackend`, imported on first use."""
     domains: tuple[str, ...]
     """Domains known without importing τ (those with tasks in every release); config accepts them at once."""
+    names: str
+    """``module:function`` reading the installed τ's domain and split names from its files without importing
+    it (``names.py``); it returns None where it cannot be sure, and then :attr:`registry` is asked."""
     registry: str | None = None
-    """``module:function`` listing the domains the *installed* τ registers (asked only for a domain not in
-    :attr:`domains`, so importing the package never imports τ); None = :attr:`domains` is the whole list."""
+    """``module:function`` listing the domains the *installed* τ registers (imports τ: asked only when
+    :attr:`names` cannot say); None = :attr:`domains` is the whole list."""
     max_errors: int | None = None
     """The harness's tool-error limit (τ²: ``Orchestrator(max_errors=10)``; v1 has none)."""
     max_steps: int | None = None
@@ -74,10 +83,15 @@ class BenchmarkSpec:
 
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {
-    "tau1": BenchmarkSpec("slime_tau_plugin.engine.envs.tau1:Tau1Backend", ("airline", "retail")),
+    "tau1": BenchmarkSpec(
+        "slime_tau_plugin.engine.envs.tau1:Tau1Backend",
+        ("airline", "retail"),
+        names="slime_tau_plugin.engine.envs.names:tau1_names",
+    ),
     "tau2": BenchmarkSpec(
         "slime_tau_plugin.engine.envs.tau2:Tau2Backend",
         ("airline", "retail", "telecom"),
+        names="slime_tau_plugin.engine.envs.names:tau2_names",
         registry="slime_tau_plugin.engine.envs.tau2_data:installed_domains",
         max_errors=10,
         max_steps=100,
@@ -86,36 +100,73 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
 }
 
 
+def _spec(benchmark: str) -> BenchmarkSpec:
+    spec = BENCHMARKS.get(benchmark)
+    if spec is None:
+        raise ConfigError(f"benchmark={benchmark!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
+    return spec
+
+
+def _call(target: str) -> Any:
+    module_name, _, function = target.partition(":")
+    return getattr(importlib.import_module(module_name), function)()
+
+
+def domain_names(benchmark: str) -> DomainNames | None:
+    """The installed τ's domains and splits as read from its files (``names.py``; never imports τ), or None.
+
+    Raises:
+        ConfigError: unknown benchmark.
+    """
+    return _call(_spec(benchmark).names)
+
+
 def installed_domains(benchmark: str) -> tuple[str, ...]:
-    """The domains the installed τ registers for ``benchmark`` (imports τ when the table names a registry).
+    """The domains the installed τ registers for ``benchmark``: read from its files, else from its registry.
 
     Raises:
         ConfigError: unknown benchmark, or its τ package is not installed (with how to install it).
     """
-    spec = BENCHMARKS.get(benchmark)
-    if spec is None:
-        raise ConfigError(f"benchmark={benchmark!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
+    spec = _spec(benchmark)
+    names = domain_names(benchmark)
+    if names is not None:
+        return names.domains
     if spec.registry is None:
         return spec.domains
-    module_name, _, function = spec.registry.partition(":")
-    return tuple(getattr(importlib.import_module(module_name), function)())
+    return tuple(_call(spec.registry))
 
 
 def check_domain(benchmark: str, domain: str) -> None:
-    """Refuse a benchmark or a domain τ does not have; τ's registry is asked only for a domain outside the table.
+    """Refuse a benchmark or a domain τ does not have, without importing τ where its files can say.
 
     Raises:
         ConfigError: one line naming the value and the installed domains.
     """
-    spec = BENCHMARKS.get(benchmark)
-    if spec is None:
-        raise ConfigError(f"benchmark={benchmark!r} is unknown; expected one of {', '.join(sorted(BENCHMARKS))}")
+    spec = _spec(benchmark)
     if domain in spec.domains:
         return
     installed = installed_domains(benchmark)
     if domain not in installed:
-        listed = [d for d in spec.domains if d in installed] + sorted(set(installed) - set(spec.domains))
+        listed = [d for d in spec.domains if d in installed] + [d for d in installed if d not in spec.domains]
         raise ConfigError(f"domain (benchmark {benchmark})={domain!r} is unknown; expected one of {', '.join(listed)}")
+
+
+def known_splits(benchmark: str, domain: str) -> tuple[str, ...] | None:
+    """The domain's split names read from τ's files, or None where they cannot tell (then τ itself checks)."""
+    names = domain_names(benchmark)
+    return None if names is None else names.splits.get(domain)
+
+
+def check_split(benchmark: str, domain: str, split: str) -> None:
+    """Refuse a split the domain's files do not list, without importing τ (the backend checks again on load).
+
+    Raises:
+        ConfigError: one line naming the split, the task set and the valid splits.
+    """
+    check_domain(benchmark, domain)
+    valid = known_splits(benchmark, domain)
+    if valid is not None and split not in valid:
+        raise ConfigError(f"split={split!r} is unknown for {benchmark}/{domain}; expected one of {', '.join(valid)}")
 
 
 def get_backend(name: str) -> EnvBackend:

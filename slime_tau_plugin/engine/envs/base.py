@@ -110,6 +110,8 @@ class EnvOptions:
     """``judge``: NL assertions in a task's reward basis go to the judge; ``exclude``: left out (said in metadata)."""
     judge: Any = None
     """An ``LLMEndpoint`` for NL-assertion judging (τ³ tasks); None = τ's default judge."""
+    retrieval_variant: str | None = None
+    """``tau_retrieval_variant``: a τ³ knowledge domain's retrieval (banking_knowledge); None = τ's own default."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reward_mode", parse_choice(RewardMode, "reward_mode", self.reward_mode))
@@ -209,6 +211,13 @@ class EnvBackend(ABC):
     @abstractmethod
     def splits(self, domain: str) -> tuple[str, ...]:
         """The split names ``domain`` has."""
+
+    def build_domain(self, domain: str, options: EnvOptions | None = None) -> None:  # noqa: B027 (optional hook)
+        """Build what every episode of ``domain`` shares now, before any episode (a no-op where tasks did it).
+
+        Raises:
+            ConfigError: τ lists the domain but cannot build it, in one line naming the missing piece.
+        """
 
     def package_version(self) -> dict[str, str]:
         """Which τ distribution and version is installed (recorded in each sample's metadata)."""

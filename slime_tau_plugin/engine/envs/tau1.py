@@ -27,6 +27,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskScript,
 )
 from slime_tau_plugin.engine.envs.copy_on_access import touched_hash
+from slime_tau_plugin.engine.envs.names import TAU1_SPLITS
 from slime_tau_plugin.engine.envs.tau1_data import (
     RESPOND,
     Tau1Domain,
@@ -42,8 +43,8 @@ from slime_tau_plugin.engine.errors import ConfigError
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.episode.result import TerminationReason
 
-SPLITS: dict[str, tuple[str, ...]] = {"airline": ("test",), "retail": ("train", "test", "dev")}
-"""v1 has no split listing API: these are the ``task_split`` values its env classes accept."""
+SPLITS = TAU1_SPLITS
+"""v1 has no split listing API: these are the ``task_split`` values its env classes accept (``names.py``)."""
 
 
 class Tau1Session(EnvSession):

@@ -9,6 +9,7 @@ messages, which ``reference_reward`` runs itself. Telecom's user-side device too
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from slime_tau_plugin.engine.envs.base import (
     TaskScript,
 )
 from slime_tau_plugin.engine.envs.copy_on_access import CopyOnAccessDict, touched_hash
+from slime_tau_plugin.engine.envs.tau2_build import RETRIEVAL_PARAMETER, build_error
 from slime_tau_plugin.engine.envs.tau2_data import (
     STOP_MARKER_NAMES,
     Tau2Domain,
@@ -162,7 +164,7 @@ class Tau2Backend(EnvBackend):
         self.mods = import_tau2()
         self._registry = self.mods["registry"].registry
         self._tasks: dict[tuple[str, str], dict[str, Any]] = {}
-        self._domains: dict[str, Tau2Domain] = {}
+        self._domains: dict[tuple[str, str | None], Tau2Domain] = {}
         self._lock = threading.Lock()
         self._version = distribution_version()
 
@@ -185,16 +187,35 @@ class Tau2Backend(EnvBackend):
         tasks = self._registry.get_tasks_loader(domain)(task_split_name=split if has_splits else None)
         return self._tasks.setdefault(key, {task.id: task for task in tasks})
 
-    def domain(self, name: str) -> Tau2Domain:
-        """The process-wide cache for domain ``name`` (pristine data, tools, gold outcomes)."""
+    def domain(self, name: str, retrieval_variant: str | None = None) -> Tau2Domain:
+        """The process-wide cache for domain ``name`` (pristine data, tools, gold outcomes); ``retrieval_variant``
+        is ``tau_retrieval_variant`` (τ³ banking_knowledge; ignored by a domain that takes none).
+
+        Raises:
+            ConfigError: τ lists the domain but cannot build it (a missing module or API key), in one line.
+        """
         self._check_domain(name)
-        built = self._domains.get(name)
+        key = (name, self._variant_for(name, retrieval_variant))
+        built = self._domains.get(key)
         if built is not None:
             return built
         with self._lock:  # held for a build (seconds): never taken by tasks(), which the event loop calls
-            if name not in self._domains:
-                self._domains[name] = Tau2Domain(self.mods, name)
-            return self._domains[name]
+            if key not in self._domains:
+                try:
+                    self._domains[key] = Tau2Domain(self.mods, name, key[1])
+                except Exception as exc:  # τ's own code: any failure is this domain's, said in one line
+                    raise build_error(name, exc, key[1], self._version["tau_version"]) from exc
+            return self._domains[key]
+
+    def build_domain(self, domain: str, options: EnvOptions | None = None) -> None:
+        self.domain(domain, (options or EnvOptions()).retrieval_variant)
+
+    def _variant_for(self, name: str, variant: str | None) -> str | None:
+        """``variant`` if the domain's constructor takes one (one cached build per domain otherwise)."""
+        if variant is None:
+            return None
+        params = inspect.signature(self._registry.get_env_constructor(name)).parameters
+        return variant if RETRIEVAL_PARAMETER in params else None
 
     def task_refs(self, domain: str, split: str) -> list[TaskRef]:
         return [TaskRef("tau2", domain, split, task_id) for task_id in self.tasks(domain, split)]
@@ -214,9 +235,9 @@ class Tau2Backend(EnvBackend):
         return task_script(self.task(ref))
 
     def open(self, ref: TaskRef, options: EnvOptions | None = None) -> Tau2Session:
-        domain = self.domain(ref.domain)
-        task = self.task(ref)
         options = options or EnvOptions()
+        domain = self.domain(ref.domain, options.retrieval_variant)
+        task = self.task(ref)
         if options.judge is not None and options.nl_assertions is NLAssertionMode.JUDGE and has_nl_assertions(task):
             configure_judge(self.mods, options.judge)
         try:

@@ -7,6 +7,7 @@ a few copy-on-access tables (``copy_on_access.py``) and no disk read.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -18,6 +19,7 @@ from typing import Any
 
 from slime_tau_plugin.engine.envs.base import GoldAction, TaskScript
 from slime_tau_plugin.engine.envs.copy_on_access import copy_on_access_model
+from slime_tau_plugin.engine.envs.tau2_build import RETRIEVAL_PARAMETER
 from slime_tau_plugin.engine.errors import ConfigError
 
 _MODULES = (
@@ -89,11 +91,15 @@ class GoldOutcome:
 class Tau2Domain:
     """Everything fixed for one τ² domain in this process: pristine data, tools, agent rules, gold outcomes."""
 
-    def __init__(self, mods: dict[str, Any], domain: str) -> None:
+    def __init__(self, mods: dict[str, Any], domain: str, retrieval_variant: str | None = None) -> None:
         self.mods = mods
         self.name = domain
-        self.constructor = mods["registry"].registry.get_env_constructor(domain)
-        self._params = set(inspect.signature(self.constructor).parameters)
+        constructor = mods["registry"].registry.get_env_constructor(domain)
+        self._params = set(inspect.signature(constructor).parameters)
+        self.retrieval_variant = retrieval_variant if RETRIEVAL_PARAMETER in self._params else None
+        """The variant this domain's knowledge retrieval uses (τ³ banking_knowledge); None: it takes none."""
+        fixed = {} if self.retrieval_variant is None else {RETRIEVAL_PARAMETER: self.retrieval_variant}
+        self.constructor = functools.partial(constructor, **fixed)
         pristine = self.constructor()
         self.pristine_db = pristine.tools.db if pristine.tools is not None else None
         self.pristine_user_db = pristine.user_tools.db if pristine.user_tools is not None else None

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.envs import EnvBackend, EnvOptions, TaskRef
+from slime_tau_plugin.engine.envs import EnvBackend, TaskRef
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.resources import chat_template_for
+from slime_tau_plugin.engine.resources import chat_template_for, env_options
 
 OPENING = "Hi"
 """Stands in for the user's opening: the real one only adds ids, so the bound stays a lower bound."""
@@ -20,8 +20,7 @@ OPENING = "Hi"
 
 def first_prompt_len(config: TauConfig, tokenizer: Any, backend: EnvBackend, ref: TaskRef) -> int:
     """Token ids of task ``ref``'s first prompt (system prompt, tools, a short user opening)."""
-    options = EnvOptions(config.reward_mode, config.nl_assertions, config.judge_endpoint())
-    session = backend.open(ref, options)
+    session = backend.open(ref, env_options(config))
     template = chat_template_for(tokenizer, config, session.tools)
     messages = [{"role": "system", "content": session.agent_system_prompt}, {"role": "user", "content": OPENING}]
     return len(template.prompt_ids(messages))

@@ -19,7 +19,7 @@ from slime_tau_plugin.engine.config.fields import choices, tau_key, value_type
 from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field
 from slime_tau_plugin.engine.errors import ConfigError
 
-TASK_FLAGS = ("benchmark", "domain", "split")
+TASK_FLAGS = ("benchmark", "domain", "split", "retrieval_variant")
 POLICY_FLAGS = ("policy_api", "policy_model", "tool_call_parser", "reasoning_parser", "tools_in_prompt")
 BUDGET_FLAGS = ("max_context_len", "max_turns")
 TERMINATION_FLAGS = ("max_errors", "max_steps", "agent_error_rule")

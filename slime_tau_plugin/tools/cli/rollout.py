@@ -69,6 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_config_flags(p, TASK_FLAGS[:2])
     add_config_flags(p, ("split",), unset=True)  # unset: train, or the domain's one split (mock: base)
+    add_config_flags(p, TASK_FLAGS[3:])
     which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--tasks", default=None, metavar="LIST", help="positions in the split, e.g. 0-9,12 (default: all tasks)"
@@ -155,8 +156,14 @@ def check_flags(ns: argparse.Namespace) -> None:
         ConfigError: LLM-user flags without ``--user llm``; ``--policy``/``--script`` with ``--sglang-url``;
             ``--script`` without ``--policy scripted`` or the reverse; ``--policy-model`` with the SGLang
             API; a URL without ``http(s)://``; a task
-            listed twice in ``--tasks``/``--task-ids``.
+            listed twice in ``--tasks``/``--task-ids``; a domain or split τ does not have (read from τ's files,
+            without importing τ).
     """
+    from slime_tau_plugin.engine.envs import check_domain, check_split
+
+    check_domain(ns.benchmark, ns.domain)
+    if ns.split is not None:
+        check_split(ns.benchmark, ns.domain, ns.split)
     if ns.user != UserKind.LLM:
         for flag in (*LLM_USER_FLAGS, "user_max_inflight"):
             if getattr(ns, flag) is not None:
@@ -237,6 +244,7 @@ def rollout_config(ns: argparse.Namespace, tokenizer_dir: str, **endpoints: Any)
 def run(ns: argparse.Namespace) -> int:
     from slime_tau_plugin.engine.chat.templates import default_tokenizer_dir
     from slime_tau_plugin.engine.envs import get_backend
+    from slime_tau_plugin.engine.resources import env_options
     from slime_tau_plugin.tools.cli.run_output import choose_run_dir, open_run_dir, read_previous_summary
     from slime_tau_plugin.tools.cli.run_record import check_resumable, run_record
     from slime_tau_plugin.tools.cli.runner import Episode, episode_key
@@ -273,6 +281,7 @@ def run(ns: argparse.Namespace) -> int:
         tokenizer = load_tokenizer_for("--tokenizer", tokenizer_dir)
         backend = get_backend(ns.benchmark)
         all_refs = backend.task_refs(ns.domain, ns.split)
+        backend.build_domain(ns.domain, env_options(config))  # a domain τ cannot build: one line, now
         if ns.task_ids is not None:
             positions = positions_of_ids(ns.task_ids, all_refs)
         else:

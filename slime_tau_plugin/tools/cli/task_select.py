@@ -86,10 +86,12 @@ def default_split(benchmark: str, domain: str) -> str:
     Raises:
         ConfigError: an unknown benchmark or domain, or a domain without ``train`` and with several splits.
     """
-    from slime_tau_plugin.engine.envs import check_domain, get_backend
+    from slime_tau_plugin.engine.envs import check_domain, get_backend, known_splits
 
     check_domain(benchmark, domain)
-    splits = get_backend(benchmark).splits(domain)
+    splits = known_splits(benchmark, domain)  # τ's files; τ itself only where they cannot tell
+    if splits is None:
+        splits = get_backend(benchmark).splits(domain)
     if "train" in splits or not splits:
         return "train"
     if len(splits) == 1:

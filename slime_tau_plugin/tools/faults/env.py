@@ -92,6 +92,9 @@ class FaultyBackend(EnvBackend):
     def task_refs(self, domain: str, split: str) -> list[TaskRef]:
         return self.inner.task_refs(domain, split)
 
+    def build_domain(self, domain: str, options: EnvOptions | None = None) -> None:
+        self.inner.build_domain(domain, options)
+
     def script(self, ref: TaskRef) -> TaskScript:
         return self.inner.script(ref)
 
