@@ -168,7 +168,7 @@ def serve():
 
 
 @contextlib.contextmanager
-def cli_server(*serve_args: str, timeout_s: float = 120.0) -> Iterator[str]:
+def cli_server(*serve_args: str, timeout_s: float = 300.0) -> Iterator[str]:
     """``slime-tau serve ARGS --port 0`` in its own process, like a user's SGLang server; yields its URL.
 
     The OS picks the port and the server says which: a port picked here and handed over could be taken in

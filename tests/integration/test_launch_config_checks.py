@@ -20,7 +20,8 @@ def render(tmp_path: Path, yaml_text: str) -> subprocess.CompletedProcess:
     config = tmp_path / "v.yaml"
     config.write_text(yaml_text)
     out = tmp_path / "run" / "tau_config.yaml"
-    done = subprocess.run([*RENDER, str(config), "--out", str(out)], capture_output=True, text=True, timeout=120)
+    # a hang guard, not a bound: τ loads in ~10 s, and took over 120 s on a 2-core box running six test suites
+    done = subprocess.run([*RENDER, str(config), "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert not out.exists() or done.returncode == 0, "nothing is written for a refused config"
     return done
 
