@@ -201,11 +201,12 @@ tau_user_sim_give_up() {
     local url=${USER_SIM_URLS[rank]:-$USER_SIM_BASE_URL} file="$RUN_DIR/user_sim_down.node$rank"
     unset 'TAU_PROC_NAMES[i]' 'TAU_PROC_PIDS[i]' 'TAU_PROC_LOGS[i]' # no longer watched, restarted or stopped
     TAU_USER_SIM_INDEX=
-    printf '%s node=%s url=%s pid=%s restarts=%s why=%s log=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$rank" \
-        "$url" "$pid" "$USER_SIM_MAX_RESTARTS" "$why" "$log" >"$file"
     tau_count_restart "user_sim down for good: $why; USER_SIM_MAX_RESTARTS=$USER_SIM_MAX_RESTARTS restarts used; node $rank degrades to the other $others user simulator(s)"
     printf '[tau] WARNING: ==== node %s has NO user simulator from now on: %s (pid %s) %s and USER_SIM_MAX_RESTARTS=%s restarts are used. This node keeps its Ray node (its GPUs train and roll out); the episodes go to the other %s user simulator(s) in tau_user_base_url (engine replica failover; metric net/replica/user %s/failures_per_episode). Marked in %s; log %s ====\n' \
         "$rank" "$url" "$pid" "$why" "$USER_SIM_MAX_RESTARTS" "$others" "$url" "$file" "$log" >&2
+    # the marker last, whole (renamed into place): whoever sees it finds the log line and the warning already written
+    printf '%s node=%s url=%s pid=%s restarts=%s why=%s log=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$rank" \
+        "$url" "$pid" "$USER_SIM_MAX_RESTARTS" "$why" "$log" >"$file.partial" && mv "$file.partial" "$file"
 }
 
 # The head, once every node joined: every other node's user simulator answers /health before the job starts.

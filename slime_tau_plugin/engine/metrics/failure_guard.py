@@ -13,13 +13,10 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from slime_tau_plugin.engine.episode.result import TerminationReason
 from slime_tau_plugin.engine.errors import FailedEndpoint, TauPluginError
-
-if TYPE_CHECKING:
-    from slime_tau_plugin.engine.config.tau_config import TauConfig
 
 __all__ = [
     "DEFAULT_MAX_FAILED_SHARE",
@@ -28,6 +25,7 @@ __all__ = [
     "FailureGuard",
     "FailureGuardError",
     "FailureGuardSettings",
+    "GuardKeys",
     "GuardWindow",
     "describe",
     "failure_endpoint",
@@ -80,6 +78,14 @@ DEFAULT_WINDOW_GROUPS = 8
 """The window when slime's ``rollout_batch_size`` is unknown too."""
 
 
+class GuardKeys(Protocol):
+    """The guard's keys as a ``TauConfig`` holds them (metrics sit below config: they read it, never import it)."""
+
+    max_failed_share: float | None
+    failure_window_groups: int | None
+    review_max_error_share: float
+
+
 @dataclass(frozen=True, slots=True)
 class FailureGuardSettings:
     """The failure guard's knobs (slime YAML keys ``tau_max_failed_share``, ``tau_failure_window_groups``)."""
@@ -92,7 +98,7 @@ class FailureGuardSettings:
     """The limit for episodes the review took out as customer errors (``tau_review_max_error_share``)."""
 
     @classmethod
-    def from_config(cls, config: TauConfig, groups_per_step: int | None) -> FailureGuardSettings:
+    def from_config(cls, config: GuardKeys, groups_per_step: int | None) -> FailureGuardSettings:
         """The knobs every trainer reads: ``tau_max_failed_share`` (default 0.5) over the last
         ``tau_failure_window_groups`` groups (default: the trainer's groups per step, else 8)."""
         share = DEFAULT_MAX_FAILED_SHARE if config.max_failed_share is None else config.max_failed_share
