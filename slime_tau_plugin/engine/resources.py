@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from slime_tau_plugin.engine.chat.template_probe import PROBE_TOOLS
+from slime_tau_plugin.engine.chat.template_probe import PROBE_TOOLS, opens_thinking
 from slime_tau_plugin.engine.chat.templates import ChatTemplate, load_tokenizer
 from slime_tau_plugin.engine.chat.tool_calls import ToolCallParser, check_parser_names
 from slime_tau_plugin.engine.chat.tool_prompt import tools_system_text
@@ -67,10 +67,12 @@ class ToolingCache:
         with self._lock:
             if key not in self._cache:
                 cfg = self._config
-                self._cache[key] = (
-                    chat_template_for(self._tokenizer, cfg, tools),
-                    ToolCallParser(tools, cfg.tool_call_parser, cfg.reasoning_parser),
+                template = chat_template_for(self._tokenizer, cfg, tools)
+                opened = opens_thinking(
+                    template, [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
                 )
+                parser = ToolCallParser(tools, cfg.tool_call_parser, cfg.reasoning_parser, True if opened else None)
+                self._cache[key] = (template, parser)
             return self._cache[key]
 
 

@@ -121,8 +121,9 @@ def probe_conversation(thinking: bool, opened: bool = False) -> tuple[list[Messa
 
 
 def opens_thinking(ct: TemplateText, messages: Sequence[Message]) -> bool:
-    """Whether the generation prompt itself opens the reasoning (``...<|im_start|>assistant\\n<think>\\n``)."""
-    return ct.render(messages, add_generation_prompt=True).endswith("<think>\n")
+    """Whether the generation prompt itself opens the reasoning (``...<|im_start|>assistant\\n<think>\\n``, or
+    DeepSeek V4's ``<｜Assistant｜><think>``)."""
+    return ct.render(messages, add_generation_prompt=True).rstrip("\n").endswith("<think>")
 
 
 def probe_template(ct: TemplateText) -> ProbeResult:
@@ -131,7 +132,8 @@ def probe_template(ct: TemplateText) -> ProbeResult:
     Raises:
         ConfigError: the template cannot render a τ conversation.
     """
-    thinking = "<think>" in str(ct.tokenizer.chat_template) and ct.template_kwargs.get("enable_thinking") is not False
+    switch = ct.template_kwargs.get("enable_thinking", ct.template_kwargs.get("thinking"))  # Qwen's, DeepSeek's
+    thinking = "<think>" in str(ct.tokenizer.chat_template) and switch is not False
     opening, _ = probe_conversation(thinking)
     opening, turns = probe_conversation(thinking, opens_thinking(ct, opening))
     conversation = [*opening]

@@ -94,6 +94,18 @@ def with_system_text(messages: Sequence[dict[str, Any]], text: str) -> list[dict
     return [{"role": "system", "content": text.lstrip()}, *out]
 
 
+def _no_template_reason(tokenizer: Any) -> str:
+    """Why a tokenizer without a chat template is refused, naming the fix for the family it belongs to."""
+    vocab = getattr(tokenizer, "get_vocab", dict)()
+    if "｜DSML｜" in vocab:  # DeepSeek V4 (V3.2's DSML token too): its hub repository renders prompts in Python
+        return (
+            "it has no chat_template: DeepSeek V4 ships none (DeepSeek renders its prompts in Python, "
+            "encoding/encoding_dsv4.py); add a jinja chat_template.jinja to the tokenizer directory, e.g. this "
+            "repository's tests/fixtures/chat_templates/deepseek_v4.jinja (checked against deepseek-recipe's encoder)"
+        )
+    return "it has no chat_template; use an instruct/chat model's tokenizer"
+
+
 def refuse(template_name: str, reason: str) -> ConfigError:
     """The one-line refusal of a tokenizer's chat template."""
     return ConfigError(" ".join(f"tokenizer {template_name!r} cannot run τ episodes: {reason}".split()))
@@ -120,7 +132,7 @@ class TemplateText:
         """
         self.name = str(getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__)
         if getattr(tokenizer, "chat_template", None) is None:
-            raise refuse(self.name, "it has no chat_template; use an instruct/chat model's tokenizer")
+            raise refuse(self.name, _no_template_reason(tokenizer))
         self.tokenizer = tokenizer
         self.system_text = system_text
         self.tools = None if system_text is not None else (list(tools) if tools else None)

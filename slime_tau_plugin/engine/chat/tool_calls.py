@@ -99,8 +99,14 @@ class ToolCallParser:
     """Parses one model turn into a :class:`ParsedAction` for a fixed tool set."""
 
     def __init__(
-        self, tools: Sequence[dict[str, Any]], parser: str = "qwen25", reasoning_parser: str | None = None
+        self,
+        tools: Sequence[dict[str, Any]],
+        parser: str = "qwen25",
+        reasoning_parser: str | None = None,
+        force_reasoning: bool | None = None,
     ) -> None:
+        """``force_reasoning``: the generation prompt opened the reasoning (DeepSeek V4's ``<think>``), so the reply
+        starts inside it; passed to SGLang's reasoning parser as its server does when thinking is requested."""
         check_parser_names(parser, reasoning_parser)
         function_call_parser, tool_cls, function_cls, reasoning_cls = import_sglang_parsers()
         self.tool_names = [t["function"]["name"] for t in tools]
@@ -118,7 +124,9 @@ class ToolCallParser:
         self._reasoning = None
         if reasoning_parser:
             try:
-                self._reasoning = reasoning_cls(reasoning_parser, stream_reasoning=False)
+                self._reasoning = reasoning_cls(
+                    reasoning_parser, stream_reasoning=False, force_reasoning=force_reasoning
+                )
             except ValueError as exc:
                 raise ConfigError(f"tau_reasoning_parser={reasoning_parser!r} is unknown ({exc})") from exc
 

@@ -68,6 +68,17 @@ def _deepseekv31(name: str, arguments: dict[str, Any], index: int) -> str:
     return f"<｜tool▁calls▁begin｜>{call}<｜tool▁calls▁end｜>"
 
 
+def _deepseekv4(name: str, arguments: dict[str, Any], index: int) -> str:
+    """DeepSeek V4's DSML after a blank line (what its encoder renders after the answer text, even an empty one):
+    one ``<｜DSML｜parameter>`` per argument, ``string="true"`` and the raw value for a string, else JSON."""
+    params = "".join(
+        f'<｜DSML｜parameter name="{key}" string="{"true" if isinstance(value, str) else "false"}">'
+        f"{value if isinstance(value, str) else _json(value)}</｜DSML｜parameter>\n"
+        for key, value in arguments.items()
+    )
+    return f'\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="{name}">\n{params}</｜DSML｜invoke>\n</｜DSML｜tool_calls>'
+
+
 def _mistral(name: str, arguments: dict[str, Any], index: int) -> str:
     """Mistral's JSON-array call: ``[TOOL_CALLS] [{"name": ..., "arguments": {...}}]``."""
     return "[TOOL_CALLS] " + _json([{"name": name, "arguments": arguments}])
@@ -96,6 +107,7 @@ _FORMATS = (
     ToolCallFormat("llama3", "<|python_tag|>", _llama3),
     ToolCallFormat("deepseekv3", "<｜tool▁calls▁begin｜>", _deepseekv3),
     ToolCallFormat("deepseekv31", "<｜tool▁calls▁begin｜>", _deepseekv31),
+    ToolCallFormat("deepseekv4", "<｜DSML｜tool_calls>", _deepseekv4),
     ToolCallFormat("mistral", "[TOOL_CALLS]", _mistral),
     ToolCallFormat("kimi_k2", "<|tool_calls_section_begin|>", _kimi_k2),
     ToolCallFormat("gpt-oss", "<|channel|>commentary to=", _gpt_oss),
