@@ -288,6 +288,14 @@ class TemplateText:
         eos = self.tokenizer.eos_token
         if eos and eos in tail:
             return eos, self.encode(eos)
+        if not tail.strip():
+            raise refuse(
+                self.name,
+                "its chat template writes no end-of-turn after an assistant message: the next message's role token "
+                "closes the turn (GLM's <|observation|> before a tool result, <|user|> before a user turn), so the "
+                "token a reply must end with depends on what follows it, and the held ids cannot carry the one "
+                "end-of-turn every continuation is computed after",
+            )
         raise refuse(
             self.name,
             "cannot find the chat template's end-of-turn token after an assistant message "
