@@ -42,13 +42,35 @@ TURNS = [  # (reasoning, visible text, calls, messages that follow)
 ]  # fmt: skip
 
 
+def _definitions(schemas: list[dict]) -> list:
+    import deepseek_recipe as dr
+
+    return [
+        dr.ToolDefinition(name=f["name"], description=f.get("description"), parameters=f["parameters"])
+        for f in (t["function"] for t in schemas)
+    ]
+
+
+def retail_tools() -> list[dict]:
+    """τ² retail's own tool schemas, as an episode sends them (the installed τ²)."""
+    from slime_tau_plugin.engine.envs import get_backend
+
+    return get_backend("tau2").domain("retail").tools
+
+
+def retail_prompt(thinking: bool) -> str:
+    """The first prompt of a τ² retail episode (system ``P``, user ``U``) with every retail tool."""
+    import deepseek_recipe as dr
+
+    messages = [dr.SystemMessage("P"), dr.UserMessage("U")]
+    conversation = dr.Conversation(messages, thinking_mode=thinking, tools=_definitions(retail_tools()))
+    return dr.DeepseekV4Encoding().render_conversation(conversation).prompt
+
+
 def render(thinking: bool) -> list[str]:
     import deepseek_recipe as dr
 
-    tools = [
-        dr.ToolDefinition(name=f["name"], description=f.get("description"), parameters=f["parameters"])
-        for f in (t["function"] for t in TOOLS)
-    ]
+    tools = _definitions(TOOLS)
     messages = [dr.SystemMessage(OPENING[0]["content"]), dr.UserMessage(OPENING[1]["content"])]
     encoding = dr.DeepseekV4Encoding()
     rendered = lambda: encoding.render_conversation(dr.Conversation(messages, thinking_mode=thinking, tools=tools))  # noqa: E731
@@ -72,6 +94,7 @@ if __name__ == "__main__":
         "opening": OPENING,
         "turns": TURNS,
         "renders": {"thinking": render(True), "no_thinking": render(False)},
+        "retail_prompt": {"thinking": retail_prompt(True), "no_thinking": retail_prompt(False)},
     }
     Path(sys.argv[1]).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(f"{sys.argv[1]}: {len(TURNS) + 1} renders per mode")

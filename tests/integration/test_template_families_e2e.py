@@ -5,12 +5,15 @@ rendered-history continuations; the last two with τ's tool schemas in the syste
 render none: ``tau_tools_in_prompt: system``); every prompt holds every tool's name; Qwen3 differs only in its
 hidden old ``<think>`` blocks (documented);
 Qwen3.5/3.6 (XML tool calls, thinking on and off) differs only in the ``<think>`` blocks its template drops;
+DeepSeek V4 (DSML tool calls, thinking on and off, τ² retail's own tools) is exact with the template this repository
+ships for it, whose retail prompt equals DeepSeek's own encoder's (``deepseek_v4_recipe.json``);
 Gemma 3 is refused before any episode, by ``generate`` (``ConfigError``) and by the CLI (exit 2, one line).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -24,6 +27,7 @@ from slime_tau_plugin.engine.chat.tool_prompt import tools_system_text
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.tools.servers.fake_models import THOUGHT
+from tests.conftest import ROOT
 from tests.contracts.slime_sample import Sample
 from tests.invariants import assert_sample_invariants, assert_tito
 from tests.slime_args import slime_args
@@ -146,3 +150,51 @@ def test_qwen35_oracle_rollout_is_exact_but_for_old_think_blocks_with_xml_calls(
         matched += THINK.sub("", held) == THINK.sub("", text).rstrip("\n")
     assert calls > TASKS, "the oracle's XML calls were read and answered"
     assert matched == TASKS, f"qwen3_5: {matched}/{TASKS} samples equal the template's render but for old <think>"
+
+
+@pytest.mark.parametrize("thinking", [False, True], ids=["thinking-off", "thinking-on"])
+def test_deepseek_v4_oracle_rollout_is_exact_with_dsml_calls_and_retails_tools(
+    tau2_backend, oracle_server_factory, thinking: bool
+) -> None:
+    """DeepSeek V4 through ``generate``: τ² retail's own tools in DeepSeek's schema block, the oracle's DSML calls read
+    by SGLang's ``deepseekv4``, thinking on (the prompt opens ``<think>``; ``deepseek-v4`` splits the reasoning off,
+    forced open as SGLang's server forces it) and off; the held ids equal the template's render token for token."""
+    path = tokenizer_dir("deepseek_v4")
+    tokenizer = _tokenizer(path)
+    server = oracle_server_factory(tokenizer, (("retail", "train"),), tool_call_format="deepseekv4")
+    refs = tau2_backend.task_refs("retail", "train")[:TASKS]
+    samples = [
+        Sample(prompt=row["index"], metadata=row["metadata"], session_id=f"deepseek_v4-{thinking}-{i}")
+        for i, row in enumerate(task_row(j, ref) for j, ref in enumerate(refs))
+    ]
+    args = slime_args(
+        server,
+        path,
+        tau_tool_call_parser="deepseekv4",
+        tau_reasoning_parser="deepseek-v4" if thinking else None,
+        tau_enable_thinking=thinking,
+    )
+    asyncio.run(_play(args, samples))
+    matched = calls = 0
+    for sample in samples:
+        assert_sample_invariants(sample)
+        assert_tito(sample, _requests(server, sample))
+        assert sample.reward == 1.0, sample.metadata.get("error") or sample.metadata.get("reward_info")
+        meta = sample.metadata
+        assert (meta["template_mode"], meta["template_fallbacks"], meta["parse_errors"]) == ("anchored", 0, 0)
+        text = tokenizer.apply_chat_template(
+            meta["messages"], tools=meta["tools"], tokenize=False, enable_thinking=thinking
+        )
+        held = tokenizer.decode(sample.tokens)
+        assert all(json.dumps(t["function"]["parameters"], ensure_ascii=False) in held for t in meta["tools"])
+        calls += held.count('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="') - 1  # the system prompt's example call
+        assert (THOUGHT in held) == thinking
+        matched += tokenizer.encode(text, add_special_tokens=False) == sample.tokens
+    assert calls > TASKS, "the oracle's DSML calls were read and answered"
+    recipe = json.loads((ROOT / "tests/fixtures/chat_templates/deepseek_v4_recipe.json").read_text())
+    opening = [{"role": "system", "content": "P"}, {"role": "user", "content": "U"}]
+    prompt = tokenizer.apply_chat_template(
+        opening, tools=meta["tools"], tokenize=False, add_generation_prompt=True, enable_thinking=thinking
+    )  # τ² retail's own 15 tools, in DeepSeek's encoder's words
+    assert prompt == recipe["retail_prompt"]["thinking" if thinking else "no_thinking"]
+    assert matched == TASKS, f"deepseek_v4: {matched}/{TASKS} samples equal the template's render token for token"

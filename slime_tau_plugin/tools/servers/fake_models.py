@@ -27,7 +27,8 @@ __all__ = ["ASK_USER", "EchoModel", "KnownTask", "OracleModel", "ScriptIndex", "
 
 ASK_USER = "Could you please do this on your side:"
 THOUGHT = "I know this task; the next step follows."
-"""The reasoning a fake model writes when the generation prompt opened it (Qwen3.5/3.6: ``<think>\\n``)."""
+"""The reasoning a fake model writes when the generation prompt opened it (Qwen3.5/3.6: ``<think>\\n``; DeepSeek V4:
+``<think>``)."""
 NEXT_STEP = "the next step of the fix you know of."
 """What the oracle asks for when the tasks it cannot yet tell apart need different user actions."""
 
@@ -59,6 +60,8 @@ class _TextModel:
         reply = self.reply(text)
         if text.endswith("<think>\n"):  # the prompt opened the reasoning: close it, as a thinking model does
             reply = f"{THOUGHT}\n</think>\n\n{reply}"
+        elif text.endswith("<think>"):  # DeepSeek V4's <｜Assistant｜><think>: the answer follows </think> at once
+            reply = f"{THOUGHT}</think>{reply}"
         return self.template.encode(reply) + self.template.eot_ids
 
     def turn_index(self, text: str) -> int:
