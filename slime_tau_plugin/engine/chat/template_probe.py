@@ -29,6 +29,7 @@ __all__ = [
     "Fidelity",
     "ProbeResult",
     "TemplateMode",
+    "check_gemma4",
     "check_harmony",
     "probe_template",
     "refuse",
@@ -96,6 +97,30 @@ def check_harmony(tokenizer: Any, name: str) -> None:
             "it uses OpenAI's harmony format (gpt-oss): a final answer ends with the stop token <|return|>, which "
             "harmony replaces with <|end|> once the turn is history (openai/harmony docs/format.md), so the ids the "
             f"model sampled, held unchanged, can never equal the template's rendering of the conversation{missing}",
+        )
+
+
+_GEMMA4_TOKENS = ("<|turn>", "<turn|>", "<|tool_call>", "<|tool_response>")
+
+
+def check_gemma4(tokenizer: Any, name: str) -> None:
+    """Refuse Gemma 4 before looking at its template (the vocabulary has its turn and tool tokens).
+
+    Why: Gemma 4's tool protocol keeps the tool's answer inside the model's turn (``<|tool_call>…<tool_call|>``, then
+    ``<|tool_response>…<tool_response|>`` and the model goes on, with no new turn), while τ's tool results are
+    messages of their own; and no Gemma 4 tokenizer is published in a package registry, so no test here could hold
+    its ids against its template (docs/templates.md).
+
+    Raises:
+        ConfigError: the vocabulary has Gemma 4's ``<|turn>``, ``<turn|>``, ``<|tool_call>`` and ``<|tool_response>``.
+    """
+    added = {tok.content for tok in getattr(tokenizer, "added_tokens_decoder", {}).values()}
+    if all(token in added for token in _GEMMA4_TOKENS):
+        raise refuse(
+            name,
+            "it is Gemma 4, which is not supported: its tool protocol answers a call inside the model's own turn "
+            "(<|tool_call>…<tool_call|><|tool_response>…<tool_response|>, then the model goes on), not as the tool "
+            "messages τ sends, and no Gemma 4 tokenizer is published in a package registry to prove its ids exact",
         )
 
 

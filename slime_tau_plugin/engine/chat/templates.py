@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from slime_tau_plugin.engine.chat.template_probe import (
     Fidelity,
     ProbeResult,
+    check_gemma4,
     check_harmony,
     probe_template,
     tools_missing,
@@ -63,9 +64,11 @@ class ChatTemplate(TemplateText):
 
         Raises:
             ConfigError: one line naming the tokenizer: no chat template, harmony (gpt-oss), a template that
-                cannot render a τ conversation, closes no assistant turn or leaves ``tools`` out of the prompt.
+                cannot render a τ conversation, closes no assistant turn or leaves ``tools`` out of the prompt; Gemma 4.
         """
-        check_harmony(tokenizer, str(getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__))
+        name = str(getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__)
+        check_harmony(tokenizer, name)
+        check_gemma4(tokenizer, name)
         super().__init__(tokenizer, tools, template_kwargs, system_text)
         probed = TemplateText(tokenizer, tools, template_kwargs, system_text)  # a complete one
         self.probe: ProbeResult = probe_template(probed)

@@ -114,8 +114,9 @@ class ToolCallParser:
         sgl_tools = [tool_cls(type="function", function=function_cls(**t["function"])) for t in tools]
         self._parser = function_call_parser(tools=sgl_tools, tool_call_parser=parser)
         detector = self._parser.detector
-        self._bot = getattr(detector, "bot_token", "<tool_call>") or "<tool_call>"
-        self._eot = getattr(detector, "eot_token", "</tool_call>") or "</tool_call>"
+        start, end = getattr(detector, "tool_call_start_token", ""), getattr(detector, "tool_call_end_token", "")
+        self._bot = getattr(detector, "bot_token", "") or start or "<tool_call>"  # start: Gemma 4's detector's name
+        self._eot = getattr(detector, "eot_token", "") or end or "</tool_call>"
         self._xml = getattr(detector, "tool_call_prefix", None) == "<function="
         """Qwen3-Coder / Qwen3.5 / Qwen3.6 (``qwen3_coder``): XML calls; its detector keeps unknown tool names."""
         self.parser_name = parser
