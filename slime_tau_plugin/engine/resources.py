@@ -42,6 +42,8 @@ from slime_tau_plugin.engine.users.review_judge import JudgeReviewer, review_jud
 from slime_tau_plugin.engine.users.simulators import user_client
 
 logger = logging.getLogger(__name__)
+_OPENING = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+"""What a template's generation prompt is rendered after, to see whether it opens the reasoning."""
 
 
 class ToolingCache:
@@ -60,7 +62,14 @@ class ToolingCache:
         self._tokenizer, self._config = tokenizer, config
         self._cache: dict[str, tuple[ChatTemplate, ToolCallParser]] = {}
         self._lock = threading.Lock()
-        chat_template_for(tokenizer, config, PROBE_TOOLS)
+        probe = chat_template_for(tokenizer, config, PROBE_TOOLS)
+        if config.reasoning_parser is None and opens_thinking(probe, _OPENING):
+            raise ConfigError(  # the reply starts inside the reasoning: without a parser it all reaches τ as text
+                f"tau_reasoning_parser is unset, but the chat template of {probe.name} opens the reasoning in its "
+                "generation prompt (<think>): every reply's reasoning would reach the user and τ as text; set "
+                "tau_reasoning_parser (qwen3-thinking for Qwen3.5/3.6, deepseek-v4 for DeepSeek V4) or "
+                "tau_enable_thinking: false"
+            )
 
     def get(self, tools: list[dict[str, Any]]) -> tuple[ChatTemplate, ToolCallParser]:
         key = json.dumps(tools, sort_keys=True)
@@ -68,9 +77,7 @@ class ToolingCache:
             if key not in self._cache:
                 cfg = self._config
                 template = chat_template_for(self._tokenizer, cfg, tools)
-                opened = opens_thinking(
-                    template, [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
-                )
+                opened = opens_thinking(template, _OPENING)  # the reply starts inside the reasoning
                 parser = ToolCallParser(tools, cfg.tool_call_parser, cfg.reasoning_parser, True if opened else None)
                 self._cache[key] = (template, parser)
             return self._cache[key]

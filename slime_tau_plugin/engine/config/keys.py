@@ -56,7 +56,9 @@ class TauKeys(BaseModel):
         "how τ's tool schemas reach the prompt: template (the chat template's tools=; a template that ignores them "
         "is refused) or system (appended to the system message in tau_tool_call_parser's call format)",
     )
-    enable_thinking: bool | None = setting(None, "passed to the chat template as enable_thinking when set (Qwen3)")
+    enable_thinking: bool | None = setting(
+        None, "passed to the chat template as enable_thinking when set (Qwen3, Qwen3.5, DeepSeek V4)"
+    )
     user: UserKind = setting(
         UserKind.SCRIPTED, "user simulator: scripted (no LLM) or llm (τ's simulator on an OpenAI-compatible endpoint)"
     )

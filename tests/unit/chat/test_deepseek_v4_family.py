@@ -177,3 +177,28 @@ def test_the_package_tokenizer_without_a_template_is_refused_in_one_line_naming_
         ChatTemplate(tok, TOOLS)
     line = str(err.value)
     assert "\n" not in line and "DeepSeek V4 ships none" in line and "deepseek_v4.jinja" in line
+
+
+@pytest.mark.parametrize(
+    ("family", "parser", "settings"),
+    [
+        ("deepseek_v4", "deepseek-v4", {}),  # V4's template opens <think> by default
+        ("qwen3_5", "qwen3-thinking", {"enable_thinking": True}),
+    ],
+)
+def test_a_prompt_that_opens_the_reasoning_without_a_reasoning_parser_is_refused_before_any_episode(
+    family: str, parser: str, settings: dict
+) -> None:
+    from slime_tau_plugin.engine.config.tau_config import TauConfig
+    from slime_tau_plugin.engine.resources import EpisodeResources
+    from tests.fakes import FakeEnvBackend
+
+    backend = FakeEnvBackend()
+    path = tokenizer_dir(family)
+    with pytest.raises(ConfigError) as err:
+        EpisodeResources.build(TauConfig(tokenizer_path=path, **settings), backend=backend)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith("tau_reasoning_parser is unset") and path in line and parser in line
+    assert not backend.sessions, "no episode may start"
+    off = TauConfig(tokenizer_path=path, enable_thinking=False)  # thinking off: nothing to split, nothing refused
+    assert EpisodeResources.build(off, backend=backend) is not None
