@@ -10,8 +10,9 @@ For each τ² domain and τ-bench v1 domain (test split, the built-in oracle pol
 
 Ground truth is the server's log (``GET /faults/log``), never the text: an entry belongs to the episode whose
 opening holds its scenario and whose customer said its text (a stop: that ended as a user stop at its turn). A
-stop is a ``premature_stop`` when the episode made fewer writes (agent tool calls that change state, customer
-actions on its device) than the clean run of the same task, else a ``stop_after_done`` (no fault: a control).
+stop is a ``premature_stop`` when the agent's last message asked the customer to act on its device, or the
+episode made fewer writes (agent tool calls that change state, customer actions on its device) than the clean run
+of the same task; else a ``stop_after_done`` (no fault: a control).
 Each kind is scored by the τ² tags a finding carries, whatever check found it: :data:`EXPECTED`. Per check, the
 same by the kinds its tags stand for. Prints the markdown tables of benchmarks/user_review.md.
 
@@ -34,6 +35,9 @@ from typing import Any
 
 from user_review import SETS, customer_texts, free_port, rollout
 
+from slime_tau_plugin.tools.servers.customer_values import absent
+from slime_tau_plugin.tools.servers.fake_models import ASK_USER
+
 FAULTS = "invented_id:0.3,as_agent:0.25,early_stop:0.15"
 EXPECTED = {
     "invented_fact": {"hallucination"},
@@ -44,8 +48,10 @@ EXPECTED = {
 KINDS = (*EXPECTED, "stop_after_done")
 _CALL = re.compile(r'"name":\s*"(\w+)"')
 _READS = ("get_", "find_", "list_", "search_", "calculate", "think", "check_", "transfer_to_human")
-_DEVICE_ACTION = "Done. My phone shows:"
+_DEVICE_ACTION = "My phone shows:"
 """serve-user's report after it ran one of its tools (the customer's write in telecom)."""
+_ASK_DEVICE = re.compile(re.escape(ASK_USER) + r" \w+ \{")
+"""The oracle asking the customer to run one of its tools (not its "next step" question)."""
 
 
 def serve(out: Path, benchmark: str, domain: str, tasks: list[str], faults: str | None) -> tuple[list[dict], list]:
@@ -67,6 +73,7 @@ def serve(out: Path, benchmark: str, domain: str, tasks: list[str], faults: str 
         user = ["--user", "llm", "--user-base-url", base + "/v1", "--user-model", "scripted-user"]
         rows = rollout(out, benchmark, domain, *user, "--max-failed-share", "1", *tasks)
         log = json.loads(urllib.request.urlopen(base + "/faults/log", timeout=5).read())["injected"]
+        (out / "faults_log.json").write_text(json.dumps(log))  # the ground truth, kept beside the samples
     finally:
         server.terminate()
         server.wait(10)
@@ -77,7 +84,7 @@ def writes(row: dict[str, Any]) -> int:
     """State-changing steps: the agent's write tool calls and the customer's actions on its device."""
     messages = row["metadata"].get("messages", [])
     agent = [c for m in messages if m.get("role") == "assistant" for c in _CALL.findall(str(m.get("content") or ""))]
-    own = sum(str(t).startswith(_DEVICE_ACTION) for t in customer_texts(row))
+    own = sum(_DEVICE_ACTION in str(t) for t in customer_texts(row))
     return sum(not name.startswith(_READS) for name in agent) + own
 
 
@@ -97,7 +104,9 @@ def truth(rows: list[dict], log: list[dict], clean: dict[str, dict]) -> dict[int
             if row["metadata"].get("termination_reason") != "user_stop" or len(texts) != entry["turn"]:
                 continue
             ref = clean.get(str(row["metadata"].get("task_id")))
-            early = ref is not None and writes(row) < writes(ref)
+            said = [str(m.get("content") or "") for m in row["metadata"]["messages"] if m.get("role") == "assistant"]
+            waits = bool(said) and bool(_ASK_DEVICE.match(said[-1]))  # it stopped instead of acting on its phone
+            early = waits or (ref is not None and writes(row) < writes(ref))
             found[i]["premature_stop" if early else "stop_after_done"].append(entry)
     return found
 
@@ -155,7 +164,20 @@ def tables(rows: list[dict], found: dict[int, dict[str, list[dict]]]) -> list[st
                     any(f.get("message_index") == entry["index"] for f in at) if "index" in entry else bool(at)
                 )
     lines += [f"| {key} | {n} | {caught[key]} |" for key, n in sorted(shapes.items())]
+    facts = [(i, e) for i in reviewed for e in found[i].get("invented_fact", [])]
+    seen = sum(not absent(e["value"], _agent_tool_results(rows[i])) for i, e in facts)
+    lines += [
+        "",
+        f"Invented values that happen to be in the agent's own tool results (unseen by the customer): "
+        f"{seen} of {len(facts)}.",
+    ]
     return lines
+
+
+def _agent_tool_results(row: dict[str, Any]) -> str:
+    return "\n".join(
+        str(m.get("content") or "") for m in row["metadata"].get("messages", []) if m.get("role") == "tool"
+    )
 
 
 def _ratio(a: int, b: int) -> str:

@@ -81,7 +81,7 @@ def paraphrased_fault(
         entry["agent_asked"] = _agent_asked(messages)  # tau2-bench #297: it ends where the agent waits on it
     elif rule.kind is FaultKind.AS_AGENT:
         line, entry["shape"] = agent_act(rng, domain)
-        text = _join(rng, line, content, own == 0)
+        text = _join(rng, line, content, own == 0 or _after_tool(messages))
     else:
         sources = "\n".join(str(m.get("content") or "") for m in messages)
         line = None
@@ -93,19 +93,23 @@ def paraphrased_fault(
                 break
         if line is None:
             return message
-        text = _join(rng, line, content, own == 0)
+        text = _join(rng, line, content, own == 0 or _after_tool(messages))
     entry["text"] = text
     if len(log) < LOG_LIMIT:
         log.append(entry)
     return {"role": "assistant", "content": text}
 
 
-def _join(rng: random.Random, line: str, content: str, opening: bool) -> str:
-    """The fault said before or after the customer's own words (the opening's scenario stays whole), or instead of a
-    later "go ahead"."""
-    if not opening and rng.random() < 0.35:
+def _join(rng: random.Random, line: str, content: str, keep: bool) -> str:
+    """The fault said before or after the customer's own words, or instead of a later "go ahead"; ``keep``: the
+    words stay (the opening's scenario, a report of the customer's own tool)."""
+    if not keep and rng.random() < 0.35:
         return line
     return f"{line} {content}" if rng.random() < 0.5 else f"{content} {line}"
+
+
+def _after_tool(messages: list[dict[str, Any]]) -> bool:
+    return bool(messages) and messages[-1].get("role") == "tool"
 
 
 def _agent_asked(messages: list[dict[str, Any]]) -> bool:
