@@ -4,19 +4,19 @@ For each τ² domain and τ-bench v1 domain (test split, the built-in oracle pol
 
 1. clean, ``tau_user=scripted``;
 2. clean, ``tau_user=llm`` on ``slime-tau serve-user --max-replies 2`` (also each task's reference: its writes);
-3. held-out: the same server with ``--faults-set paraphrased --faults`` :data:`FAULTS` (``TAU_FAULTS_SEED=7``):
-   invented facts of ten shapes, the service's speech acts in the customer's mouth, stops and transfer requests
-   (``tools/servers/customer_faults_paraphrased.py``).
+3. held-out: the same server, ``--faults-set paraphrased --faults`` :data:`FAULTS` (telecom: :data:`FAULTS_TELECOM`;
+   ``TAU_FAULTS_SEED=7``): invented facts of ten shapes, the service's speech acts in the customer's mouth, stops
+   and transfer requests (``tools/servers/customer_faults_paraphrased.py``).
 
 Ground truth is the server's log (``GET /faults/log``), never the text: an entry belongs to the episode whose
 opening holds its scenario and whose customer said its text (a stop: that ended as a user stop at its turn). A
 stop is a ``premature_stop`` when the agent's last message asked the customer to act on its device, or the
 episode made fewer writes (agent tool calls that change state, customer actions on its device) than the clean run
-of the same task; else a ``stop_after_done`` (no fault: a control).
-Each kind is scored by the τ² tags a finding carries, whatever check found it: :data:`EXPECTED`. Per check, the
-same by the kinds its tags stand for. Prints the markdown tables of benchmarks/user_review.md.
+of the same task; else a ``stop_after_done`` (no fault: a control). Each kind is scored by the τ² tags a finding
+carries, whatever check found it (:data:`EXPECTED`); per check, by the kinds its tags stand for.
 
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py [--out runs/user_review_heldout] [--tasks 0-19]
+    PYTHONPATH=$PWD python benchmarks/user_review_heldout.py --out runs/user_review_heldout --rescore
 """
 
 from __future__ import annotations
@@ -39,19 +39,19 @@ from slime_tau_plugin.tools.servers.customer_values import absent
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 
 FAULTS = "invented_id:0.3,as_agent:0.25,early_stop:0.15"
+FAULTS_TELECOM = "invented_id:0.3,as_agent:0.25,early_stop:0.3"
+"""Telecom's stops come oftener: with the oracle only there does a stop come before a required write (the
+customer's own action on its phone); elsewhere the oracle writes before the customer's second message."""
 EXPECTED = {
     "invented_fact": {"hallucination"},
     "agent_act": {"guideline_violation"},
     "premature_stop": {"premature_termination", "missed_required_action"},
 }
 """A held-out kind -> the τ² tags a finding that catches it carries."""
-KINDS = (*EXPECTED, "stop_after_done")
 _CALL = re.compile(r'"name":\s*"(\w+)"')
 _READS = ("get_", "find_", "list_", "search_", "calculate", "think", "check_", "transfer_to_human")
-_DEVICE_ACTION = "My phone shows:"
-"""serve-user's report after it ran one of its tools (the customer's write in telecom)."""
-_ASK_DEVICE = re.compile(re.escape(ASK_USER) + r" \w+ \{")
-"""The oracle asking the customer to run one of its tools (not its "next step" question)."""
+_DEVICE_ACTION = "My phone shows:"  # serve-user's report after it ran one of its tools (a customer's write)
+_ASK_DEVICE = re.compile(re.escape(ASK_USER) + r" \w+ \{")  # the oracle asks it to run one (not "next step")
 
 
 def serve(out: Path, benchmark: str, domain: str, tasks: list[str], faults: str | None) -> tuple[list[dict], list]:
@@ -80,6 +80,11 @@ def serve(out: Path, benchmark: str, domain: str, tasks: list[str], faults: str 
     return rows, log
 
 
+def task_of(row: dict[str, Any]) -> str:
+    """τ²'s task id, τ-bench v1's task index."""
+    return str(row["metadata"].get("task_id", row["metadata"].get("task_index")))
+
+
 def writes(row: dict[str, Any]) -> int:
     """State-changing steps: the agent's write tool calls and the customer's actions on its device."""
     messages = row["metadata"].get("messages", [])
@@ -98,16 +103,17 @@ def truth(rows: list[dict], log: list[dict], clean: dict[str, dict]) -> dict[int
                 continue
             if entry["kind"] != "stop":
                 at = [j for j, m in enumerate(row["metadata"]["messages"]) if m.get("content") == entry["text"]]
-                if at:
-                    found[i][entry["kind"]].append({**entry, "index": at[0]})
+                if at and not any(e["text"] == entry["text"] for e in found[i][entry["kind"]]):
+                    found[i][entry["kind"]].append({**entry, "index": at[0]})  # a twin task's twin entry: once
                 continue
             if row["metadata"].get("termination_reason") != "user_stop" or len(texts) != entry["turn"]:
                 continue
-            ref = clean.get(str(row["metadata"].get("task_id")))
+            ref = clean.get(task_of(row))
             said = [str(m.get("content") or "") for m in row["metadata"]["messages"] if m.get("role") == "assistant"]
             waits = bool(said) and bool(_ASK_DEVICE.match(said[-1]))  # it stopped instead of acting on its phone
             early = waits or (ref is not None and writes(row) < writes(ref))
-            found[i]["premature_stop" if early else "stop_after_done"].append(entry)
+            if not found[i].get("premature_stop") and not found[i].get("stop_after_done"):  # a stop ends it: one
+                found[i]["premature_stop" if early else "stop_after_done"].append(entry)
     return found
 
 
@@ -184,6 +190,10 @@ def _ratio(a: int, b: int) -> str:
     return f"{a / b:.3f}" if b else "n/a"
 
 
+def saved(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+
+
 def flags(rows: list[dict]) -> int:
     return sum(bool(findings(r)) for r in rows)
 
@@ -192,6 +202,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="runs/user_review_heldout")
     p.add_argument("--tasks", default=None, help="positions in each test split, e.g. 0-19 (default: all)")
+    p.add_argument("--rescore", action="store_true", help="score the runs already in --out; play nothing")
     ns = p.parse_args()
     os.environ.setdefault("TAU_FAULTS_SEED", "7")
     out, subset = Path(ns.out), ["--tasks", ns.tasks] if ns.tasks else []
@@ -205,13 +216,18 @@ def main() -> int:
     injected: Counter[str] = Counter()
     for benchmark, domain in SETS:
         name = f"{benchmark}_{domain}"
-        scripted = rollout(out / f"{name}_scripted", benchmark, domain, *subset)
-        served, _ = serve(out / f"{name}_served", benchmark, domain, subset, None)
-        faulty, log = serve(out / f"{name}_heldout", benchmark, domain, subset, FAULTS)
+        if ns.rescore:
+            scripted, served, faulty = (saved(out / f"{name}_{run}") for run in ("scripted", "served", "heldout"))
+            log = json.loads((out / f"{name}_heldout" / "faults_log.json").read_text())
+        else:
+            scripted = rollout(out / f"{name}_scripted", benchmark, domain, *subset)
+            served, _ = serve(out / f"{name}_served", benchmark, domain, subset, None)
+            spec = FAULTS_TELECOM if domain == "telecom" else FAULTS
+            faulty, log = serve(out / f"{name}_heldout", benchmark, domain, subset, spec)
         injected.update(e["kind"] for e in log)
-        clean = {str(r["metadata"].get("task_id")): r for r in served}
+        clean = {task_of(r): r for r in served}
         found = truth(faulty, log, clean)
-        faulted = [i for i in range(len(faulty)) if any(k in EXPECTED for k in found[i])]
+        faulted = [i for i in range(len(faulty)) if any(found[i].get(k) for k in EXPECTED)]
         false = sum(bool(findings(r)) for i, r in enumerate(faulty) if i not in faulted)
         reviewed = sum(bool(r["metadata"].get("tau_review")) for r in faulty)
         clean_lines.append(
