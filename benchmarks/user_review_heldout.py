@@ -208,7 +208,7 @@ def main() -> int:
     out, subset = Path(ns.out), ["--tasks", ns.tasks] if ns.tasks else []
     clean_lines = [
         "| set | tasks | scripted: flagged | serve-user: flagged | held-out: episodes, reviewed, "
-        "with a fault, flagged without one |",
+        "with a fault (flagged), flagged without one |",
         "|---|---:|---:|---:|---:|",
     ]
     all_rows: list[dict] = []
@@ -232,7 +232,7 @@ def main() -> int:
         reviewed = sum(bool(r["metadata"].get("tau_review")) for r in faulty)
         clean_lines.append(
             f"| {benchmark}/{domain} test | {len(scripted)} | {flags(scripted)} | {flags(served)} | "
-            f"{len(faulty)}, {reviewed}, {len(faulted)}, {false} |"
+            f"{len(faulty)}, {reviewed}, {len(faulted)} ({sum(bool(findings(faulty[i])) for i in faulted)}), {false} |"
         )
         for i, kinds in found.items():
             all_found[len(all_rows) + i] = kinds
