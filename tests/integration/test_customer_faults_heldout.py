@@ -4,11 +4,14 @@ Real HTTP to ``slime-tau serve-user`` in its own process, conversations built fr
 tasks and databases (retail, airline, telecom; v1 retail): every held-out kind is injected, each logged entry is
 the text the customer sent, every invented value is absent from the customer's grounding sources (instructions,
 its own tool results, everything the agent said) and present in what it said, and a clean server injects nothing.
-The benchmark (``benchmarks/user_review_heldout.py``) trusts exactly these properties.
+Through slime's ``generate`` (τ² retail, the oracle), each logged text is the episode's customer message and a
+stop is logged at the turn the episode ended. The benchmark (``benchmarks/user_review_heldout.py``) trusts exactly
+these properties.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -21,7 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from slime_tau_plugin.adapters.slime.generate import generate
+from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
+from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from slime_tau_plugin.tools.servers.customer_values import SHAPES, absent
+from tests.integration.test_generate_e2e import SAMPLING, make_samples
+from tests.slime_args import slime_args
 
 pytest.importorskip("tau2")
 from tau2.utils.utils import DATA_DIR  # noqa: E402
@@ -162,3 +170,36 @@ def test_a_server_without_faults_ignores_the_set():
         answers = [post(url, messages) for messages in list(conversations())[:10]]
         assert get(f"{url}/faults/log") == {"set": "paraphrased", "injected": []}
         assert not any("###" in a and not a.endswith("###STOP###") for a in answers)
+
+
+def play_retail(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, spec: str):
+    """One τ² retail episode through slime's ``generate`` against the held-out server; the sample and its log."""
+    policy = oracle_server_factory(qwen25, (("retail", "train"),))
+    faults = FaultInjector(FaultSpec.parse(spec, seed=0), "user")
+    user = ChatUserServer(faults=faults, faults_set="paraphrased", max_replies=2).start()
+    try:
+        extra = {"tau_user": "llm", "tau_user_base_url": user.base_url, "tau_user_model": "scripted-user"}
+        args = slime_args(policy, qwen25_dir, tau_max_turns=10, **extra)
+        (sample,) = make_samples(tau2_backend, "retail", "train", 1)
+        asyncio.run(generate(args, sample, SAMPLING))
+        log = get(f"{user.url}/faults/log")["injected"]
+    finally:
+        user.stop()
+    return sample, log
+
+
+def test_in_an_episode_each_logged_fact_is_a_customer_message(tau2_backend, qwen25, qwen25_dir, oracle_server_factory):
+    sample, log = play_retail(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, "invented_id:1")
+    customer = [m["content"] for m in sample.metadata["messages"] if m["role"] == "user"]
+    assert len(log) == len(customer) >= 3 and sample.reward == 1.0  # every turn lied; the oracle still passed
+    assert [e["text"] for e in log] == customer and log[0]["scenario"] in customer[0]
+    assert all(e["kind"] == "invented_fact" and e["value"] in e["text"] for e in log)
+
+
+def test_in_an_episode_a_stop_is_logged_at_its_turn(tau2_backend, qwen25, qwen25_dir, oracle_server_factory):
+    sample, log = play_retail(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, "early_stop:1")
+    customer = [m["content"] for m in sample.metadata["messages"] if m["role"] == "user"]
+    assert sample.metadata["termination_reason"] == "user_stop"
+    (stop,) = log
+    assert stop["kind"] == "stop" and stop["turn"] == len(customer) == 1 and "###" in stop["text"]
+    assert stop["text"] not in customer  # a stop is not a message: only the log knows it
