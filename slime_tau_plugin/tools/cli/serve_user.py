@@ -40,6 +40,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "user kinds apply, a wrong customer's too: invented_id, pasted_instructions, as_agent, loop, early_stop; "
         "TAU_FAULTS_SEED seeds them; GET /faults counts them) (default: $TAU_FAULTS, else none)",
     )
+    p.add_argument(
+        "--faults-set",
+        choices=("templated", "paraphrased"),
+        default="templated",
+        help="which wrong customer --faults plays: templated (one sentence per kind) or paraphrased, the held-out "
+        "generator the review's checks were not tuned on (invented_id: invented facts of many shapes, as_agent: the "
+        "service's speech acts, early_stop: stops and transfer requests; logged at GET /faults/log) "
+        f"{d}",
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -48,7 +57,12 @@ def run(ns: argparse.Namespace) -> int:
 
     faults = injector_for("user", ns.faults, source="--faults")
     server = ChatUserServer(
-        max_replies=ns.max_replies, latency_s=ns.latency_ms / 1000.0, host=ns.host, port=ns.port, faults=faults
+        max_replies=ns.max_replies,
+        latency_s=ns.latency_ms / 1000.0,
+        host=ns.host,
+        port=ns.port,
+        faults=faults,
+        faults_set=ns.faults_set,
     )
     server.requests.limit = server.request_headers.limit = KEPT_REQUESTS
     server.start()

@@ -13,7 +13,8 @@ Latency and failures can be injected (``latency_s``, ``fail_first``, ``fail_stat
 timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faults/spec.py``, target ``user`` or
 ``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
 (``http_base.py``), an empty answer or one with only a tool call (here), and a customer that answers
-well-formed and wrong (``customer_faults.py``: what the review must catch). ``GET /faults`` counts them;
+well-formed and wrong (``customer_faults.py``: what the review must catch; ``faults_set="paraphrased"``: the
+held-out shapes of ``customer_faults_paraphrased.py``, logged at ``GET /faults/log``). ``GET /faults`` counts them;
 ``GET /requests`` counts the chat requests it was sent (``{"total": n}``, failed ones included).
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 from slime_tau_plugin.engine.review.checks import GO_AHEAD
 from slime_tau_plugin.tools.faults.spec import CHAT_KINDS, FaultInjector
 from slime_tau_plugin.tools.servers.customer_faults import customer_fault
+from slime_tau_plugin.tools.servers.customer_faults_paraphrased import paraphrased_fault
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from slime_tau_plugin.tools.servers.fault_injection import chat_fault
 from slime_tau_plugin.tools.servers.http_base import JSONServer, Reply, RequestLog
@@ -39,6 +41,8 @@ _SCENARIO = (
     re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
     re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's
 )
+FAULT_SETS = ("templated", "paraphrased")
+"""Which customer-fault generator ``faults`` drives: one template per kind, or the held-out paraphrases."""
 _REQUEST = re.compile(re.escape(ASK_USER) + r"\s+(\w+)\s+(\{.*\})", re.DOTALL)
 
 
@@ -90,6 +94,7 @@ class ChatUserServer(JSONServer):
         host: str = "127.0.0.1",
         port: int = 0,
         faults: FaultInjector | None = None,
+        faults_set: str = "templated",
     ) -> None:
         self.reply = reply or (lambda messages, tools: scripted_user_reply(messages, tools, max_replies))
         self._reply_may_block = reply is not None
@@ -102,6 +107,11 @@ class ChatUserServer(JSONServer):
         self.request_headers = RequestLog()
         """Each request's HTTP headers, aligned with ``requests``."""
         self._lock = threading.Lock()
+        if faults_set not in FAULT_SETS:
+            raise ValueError(f"faults_set must be one of {', '.join(FAULT_SETS)}, got {faults_set!r}")
+        self.faults_set = faults_set
+        self.customer_log: list[dict[str, Any]] = []
+        """The held-out faults injected, in order (``GET /faults/log``; empty for the templated set)."""
         super().__init__(host, port, faults)
 
     @property
@@ -113,6 +123,7 @@ class ChatUserServer(JSONServer):
         return {
             "/v1/models": lambda: (200, {"data": [{"id": "scripted-user", "object": "model"}]}),
             "/requests": lambda: (200, {"total": self.requests.total}),  # what it served (benchmarks/user_cost.py)
+            "/faults/log": lambda: (200, {"set": self.faults_set, "injected": list(self.customer_log)}),
         }
 
     def post_routes(self) -> dict[str, Callable[[Any, dict[str, str]], Reply]]:
@@ -138,7 +149,10 @@ class ChatUserServer(JSONServer):
             message = self.reply(messages, body.get("tools"))
         if self.faults is not None:
             message = chat_fault(self.faults.draw(CHAT_KINDS), message)
-            message = customer_fault(self.faults, messages, message, scenario_of(messages))
+            if self.faults_set == "paraphrased":
+                message = paraphrased_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
+            else:
+                message = customer_fault(self.faults, messages, message, scenario_of(messages))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         choice = {"index": 0, "message": message, "finish_reason": finish}
         words = sum(len(str(m.get("content") or "").split()) for m in messages)
