@@ -2,7 +2,7 @@
 
 verl (0.9.1, ``actor_rollout_ref.rollout.mode=async``) builds one loop per dataset row from the entry in
 ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` (``configs/verl/tau_agent_loop.yaml``) and awaits
-``run(sampling_params, **row)``. The row's ``extra_info`` names the task (``verl_data.verl_rows``); the loop
+``run(sampling_params, **row)``. The row's ``extra_info`` names the task (``rows.verl_rows``); the loop
 plays it through the engine's one failure boundary (``engine.loop.boundary.play_episode``) on the
 process's resources for its config and verl's tokenizer (``EpisodeResources.for_config``), injecting a
 ``VerlPolicy`` (``policy.py``) over verl's server manager per sample, and returns verl's
@@ -49,10 +49,10 @@ from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_blocking
 from slime_tau_plugin.engine.loop.boundary import play_episode
-from slime_tau_plugin.engine.metrics.user_share import USER_SHARE_KEYS
 from slime_tau_plugin.engine.net.retry import RetrySettings
 from slime_tau_plugin.engine.outcome import trainable_trajectory
 from slime_tau_plugin.engine.shared import shared_state
+from slime_tau_plugin.reporting.user_share import USER_SHARE_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ EXTRA_FIELD_KEYS = (
 the episode's tool calls under the name verl's ``compute_data_metrics`` reads (``tool_call_counts/mean``);
 ``tau_review`` is the customer review's verdict (slime's ``metadata["tau_review"]``; None when not reviewed) and
 ``tau_user_cost`` what the customer cost (``CustomerCost.as_metadata``); ``tau_user_share`` the customer requests its
-exact-request cache answered and its GRPO group's shared opening saved (``engine/metrics/user_share.py``'s counts)."""
+exact-request cache answered and its GRPO group's shared opening saved (``reporting/user_share.py``'s counts)."""
 
 ROUTED_SHAPES = "verl: routed-experts shape by model"
 """The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
