@@ -218,3 +218,17 @@ def test_the_agent_loop_yaml_says_which_keys_are_refused_as_the_code_does():
     assert guard == {"tau_max_failed_share", "tau_failure_window_groups"}
     tau = verl_tau_config(verl_config(), {"tau_max_failed_share": 0.25, "tau_failure_window_groups": 3})
     assert (tau.max_failed_share, tau.failure_window_groups) == (0.25, 3), "the guard's keys are accepted"
+
+
+def test_a_parquet_without_verls_columns_is_refused_with_the_command_that_writes_them(tmp_path):
+    import pandas as pd
+
+    from slime_tau_plugin.adapters.verl.launch import _check_rows
+
+    path = tmp_path / "train.parquet"
+    pd.DataFrame({"prompt": ["x"]}).to_parquet(path)
+    with pytest.raises(ConfigError) as refused:
+        _check_rows("train_files", str(path))
+    message = str(refused.value)
+    assert "lacks columns ['agent_name', 'data_source', 'extra_info']" in message
+    assert message.endswith("write it with slime-tau prepare --format verl") and "\n" not in message

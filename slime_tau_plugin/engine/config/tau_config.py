@@ -6,7 +6,7 @@ named ``tau_<field>`` (set by slime's ``--custom-config-path`` YAML), then slime
 module reads ``os.environ`` (for API keys named by ``*_api_key_env``).
 
 The type boundary: each field's name, type, default, range and help text are its declaration in
-``config_keys.py`` (``config_fields.setting``); pydantic checks every value from any front door (a quoted
+``keys.py`` (``fields.setting``); pydantic checks every value from any front door (a quoted
 number becomes a number, a choice becomes its enum from ``choices.py``, unknown keys are refused) and a
 refusal is one ``ConfigError`` line naming the key as that front door spells it (``tau_<field>``, or the
 CLI's flag: :meth:`TauConfig.from_values`). The CLI generates its ``rollout`` flags from these fields. The
@@ -122,7 +122,7 @@ class TauConfig(TauKeys):
     @field_validator("review_checks", "review_critical_tags", mode="after")
     @classmethod
     def _review_names(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """Each named check or τ² tag must exist (``review/settings.py``)."""
+        """Each named check or τ² tag must exist (``engine/review/verdict.py``)."""
         kind = ReviewCheck if info.field_name == "review_checks" else ReviewTag
         allowed = tuple(c for c in ReviewCheck if c is not ReviewCheck.JUDGE) if kind is ReviewCheck else None
         parse_names(value, kind, cf.key_namer(info.context)(info.field_name or ""), allowed)  # type: ignore[arg-type]
