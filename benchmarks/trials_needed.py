@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from slime_tau_plugin.engine.metrics.noise import paired_test  # noqa: E402
+from slime_tau_plugin.reporting.noise import paired_test  # noqa: E402
 
 
 def found_share(tasks: int, trials: int, gain: float, pairs: int, seed: int = 0) -> float:

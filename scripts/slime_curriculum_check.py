@@ -76,7 +76,7 @@ def phase(ns: argparse.Namespace) -> int:
     keep = draws.keep
 
     def counted_keep(stats: Any, group_index: int) -> bool:
-        from slime_tau_plugin.engine.metrics.curriculum import task_weight
+        from slime_tau_plugin.reporting.curriculum_rule import task_weight
 
         kind = "full" if task_weight(stats, draws.settings) >= 1.0 else "down"
         kept = keep(stats, group_index)

@@ -26,7 +26,7 @@ __all__ = ["AbortCheck", "TrainableAgentMixin", "TrainableToolCallingAgent", "ag
 
 
 TrainableAgentMixin = EpisodeEngine
-"""The published name of :class:`runner.EpisodeEngine` (``run_episode(task, sampling_params, ...)``): the same
+"""The published name of :class:`loop.run.EpisodeEngine` (``run_episode(task, sampling_params, ...)``): the same
 class, not a subclass, so ``isinstance`` and subclassing mean one thing under either name."""
 
 

@@ -18,7 +18,7 @@
     └── UserTokenBudgetError    the LLM user's token budget (``tau_user_token_budget_*``) is spent: TRUNCATED
 
 The failure guard's stop, ``FailureGuardError`` (a ``TauPluginError`` too), lives with the guard in
-``metrics/failure_guard.py``: slime's dynamic filter and verl's trainer both raise it.
+``reporting/failure_guard.py``: slime's dynamic filter and verl's trainer both raise it.
 
 Each error names the collaborator it blames (``failed_endpoint``, a :class:`FailedEndpoint`): a FAILED
 episode records it as a typed field, so nobody reads it back out of the message. Only ``net/http_errors.py``

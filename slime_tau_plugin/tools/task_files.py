@@ -6,7 +6,7 @@ For ``out=data/train.jsonl``, training sets tau2/retail/train + tau2/airline/tra
     data/tau2_retail_test.jsonl   one file per eval set (its own ``index`` 0..M-1)
     data/train.eval.yaml          --eval-config: one dataset per eval set; only written when there are eval sets
 
-With ``format=RowFormat.VERL`` (``out=data/train.parquet``) the rows are verl's (``verl_data.verl_rows``)::
+With ``format=RowFormat.VERL`` (``out=data/train.parquet``) the rows are verl's (``adapters/verl/rows.py``)::
 
     data/train.parquet            data.train_files
     data/train.val.parquet        data.val_files: every eval set in one file (verl reports per data_source)

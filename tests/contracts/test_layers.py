@@ -1,10 +1,11 @@
-"""The package's folders are its layers: tools -> adapters -> engine, never the other way, and no circles.
+"""The package's folders are its layers: tools -> adapters -> reporting -> engine, never the other way, no circles.
 
 Read from the source with ``ast`` (every ``import``, at module level or inside a function, plus dotted paths to our
 own modules written as strings for lazy loading): a lower layer naming a higher one fails here with the file and the
 name, before a slime or verl process ever loads a tool module by accident. The same reading checks "one engine":
-every trainer's adapter plays episodes only through the one failure boundary and imports only the engine, and
-``import slime_tau_plugin`` loads no trainer library.
+every trainer's adapter plays episodes only through the one failure boundary and imports only the engine and the
+run-level reporting, and ``import slime_tau_plugin`` loads no trainer library. Each sub-package's "May import" line
+says, as a set, what it imports.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import slime_tau_plugin
 
 PACKAGE = Path(slime_tau_plugin.__file__).parent
 NAME = "slime_tau_plugin"
-LAYERS = {"engine": 0, "adapters": 1, "tools": 2}
+LAYERS = {"engine": 0, "reporting": 1, "adapters": 2, "tools": 3}
+"""From the ground up: the engine plays one episode; ``reporting`` counts many (pass^k, the failure guard, the
+per-task history), which adapters and tools read; the engine never imports it."""
 FRONT_DOORS = {"__init__", "generate"}  # the package's public surface and the path slime's flag names
 DOTTED = re.compile(r"^slime_tau_plugin(?:\.\w+)+")
 
@@ -145,14 +148,14 @@ def test_a_trainer_process_loads_no_tool_module():
 
 # Inside the engine, its sub-packages (and the few modules directly under engine/) are floors too, from the ground up.
 # A floor imports only floors below it (never one beside it or above it), so the sub-packages form no circle either.
-# Each sub-package's __init__ says the same in words ("May import: ...").
+# Each sub-package's __init__ says which in its "May import: ..." line, compared as a set with what it imports.
 ENGINE_FLOORS = (
     ("errors",),
     ("choices",),
     ("shared",),
     ("review",),
     ("episode", "chat", "net"),
-    ("envs", "metrics"),
+    ("envs",),
     ("config",),
     ("users", "policy", "outcome", "data"),
     ("resources",),
@@ -176,10 +179,45 @@ def test_the_engine_floors_name_every_sub_package_and_module_under_it():
     }
     assert units - {"__init__"} == set(ENGINE_FLOOR)
     assert len([p for p in engine.glob("*.py") if p.stem != "__init__"]) <= 12  # a few modules; the rest in folders
-    for unit in ENGINE_FLOOR:
-        init = engine / unit / "__init__.py"
-        if init.exists():
-            assert "May import" in (ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""), unit
+
+
+def _may_import(init: Path) -> set[str] | None:
+    """The engine units a package's "May import:" paragraph names (``engine.x`` or ``x`` in double backticks, up to
+    a "never"); None without such a paragraph."""
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    start = doc.find("May import:")
+    if start < 0:
+        return None
+    paragraph = doc[start:].split("\n\n", 1)[0].split("never", 1)[0]
+    named = {word.removeprefix("engine.") for word in re.findall(r"``([\w.]+)``", paragraph)}
+    return named & set(ENGINE_FLOOR)
+
+
+def _engine_units_imported(package: Path, own: str | None) -> set[str]:
+    modules = _sources()
+    found = set()
+    for path in package.rglob("*.py"):
+        for name in _imports(path):
+            unit = _engine_unit(_existing(name, modules) or "")
+            if unit is not None and unit != own:
+                found.add(unit)
+    return found
+
+
+def test_each_may_import_line_names_the_engine_units_its_package_imports():
+    """The label is a set a test reads: a unit imported but not named, or named but not imported, fails here."""
+    packages = {unit: PACKAGE / "engine" / unit for unit in ENGINE_FLOOR if (PACKAGE / "engine" / unit).is_dir()}
+    packages["reporting"] = PACKAGE / "reporting"
+    wrong = []
+    for unit, package in sorted(packages.items()):
+        declared = _may_import(package / "__init__.py")
+        if declared is None:
+            wrong.append(f"{unit}: its __init__ docstring has no 'May import:' line")
+            continue
+        real = _engine_units_imported(package, unit if unit in ENGINE_FLOOR else None)
+        if declared != real:
+            wrong.append(f"{unit}: 'May import' names {sorted(declared)}, it imports {sorted(real)}")
+    assert wrong == []
 
 
 def test_engine_sub_packages_import_only_floors_below_them():
@@ -276,14 +314,15 @@ def _calls_a_door(body: list[ast.stmt]) -> bool:
     return any(_identifiers(call.func) & doors for call in calls)
 
 
-def test_adapters_import_only_the_engine_and_their_own_package():
+def test_adapters_import_only_the_engine_the_reporting_and_their_own_package():
     modules, wrong = _sources(), []
+    below = (f"{NAME}.engine", f"{NAME}.reporting")
     for trainer, paths in _trainer_packages().items():
         own = f"{NAME}.adapters.{trainer}"
         for path in paths:
             for name in sorted(_imports(path)):
                 target = _existing(name, modules) or name
-                if not (target.startswith(f"{NAME}.engine") or target == own or target.startswith(f"{own}.")):
+                if not (target.startswith(below) or target == own or target.startswith(f"{own}.")):
                     wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {target}")
     assert wrong == []
 

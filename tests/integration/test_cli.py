@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.metrics.summary import pass_hat_k
+from slime_tau_plugin.reporting.summary import pass_hat_k
 from slime_tau_plugin.tools.cli.main import main
 from slime_tau_plugin.tools.cli.rollout import parse_task_range
 from slime_tau_plugin.tools.cli.runner import RolloutSample, summarize

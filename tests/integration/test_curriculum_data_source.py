@@ -25,7 +25,7 @@ from slime_tau_plugin.adapters.slime.all_samples import process_all_samples
 from slime_tau_plugin.adapters.slime.metrics import log_eval
 from slime_tau_plugin.adapters.slime.task_record import forget_records, run_record
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.metrics.task_record import RECORD_FILE, TaskRecord
+from slime_tau_plugin.reporting.task_history import RECORD_FILE, TaskRecord
 from tests.contracts.slime_sample import Sample
 
 SOLVED = {"0", "1", "2", "3"}

@@ -11,7 +11,7 @@ import itertools
 import pytest
 
 from slime_tau_plugin.adapters.slime.generate import generate
-from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
+from slime_tau_plugin.reporting.user_share import user_share_metrics
 from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 from slime_tau_plugin.tools.servers.fake_models import EchoModel
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer

@@ -1006,7 +1006,7 @@ def test_an_attempt_tells_the_failure_guards_stop_from_a_crash(tmp_path):
         "RUN_DIR=$TMP TAU_PROC_PIDS=() TAU_RAY_STARTED=$STARTED TAU_JOB_SUBMITTED=1; "
         'echo "status $(tau_exit_status "$RC")"'
     )
-    traceback = "Traceback ...\nslime_tau_plugin.engine.metrics.failure_guard.FailureGuardError: ...\n"
+    traceback = "Traceback ...\nslime_tau_plugin.reporting.failure_guard.FailureGuardError: ...\n"
     (tmp_path / "train.log").write_text(traceback)
     guard = bash_lib(body, tmp_path, TMP=str(tmp_path), STARTED="1", RC="1")
     assert "status 4" in guard.stdout and "the failure guard stopped the run" in guard.stderr

@@ -12,7 +12,7 @@ import pytest
 
 from slime_tau_plugin.engine.envs import EnvToolCall, TaskRef
 from slime_tau_plugin.engine.episode.result import TerminationReason
-from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
+from slime_tau_plugin.reporting.reward_breakdown import reward_breakdown_metrics
 
 STOP = TerminationReason.USER_STOP
 

@@ -109,6 +109,27 @@ def test_serve_gym_names_an_agent_the_head_does_not_have(gym, capsys):
     assert "has no server nope" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "readers"),
+    [
+        ("tau_task_record_dir", "/runs/a", "only slime reads it"),
+        ("tau_curriculum_window", 8, "only slime reads it"),
+        ("tau_max_failed_share", 0.1, "only slime, verl, trl read it"),
+    ],
+)
+def test_a_key_the_table_says_nemo_gym_does_not_read_is_refused_in_the_agents_config(key, value, readers, qwen25_dir):
+    """The agent's ``tau`` entry of NeMo Gym's app config goes through ``engine/config/keys.py``'s KEY_READERS."""
+    from slime_tau_plugin.adapters.nemo_gym.serve import build_agent
+    from slime_tau_plugin.engine.errors import ConfigError
+
+    tau = {"tau_policy_url": "http://127.0.0.1:1", "tau_tokenizer_path": qwen25_dir}
+    with pytest.raises(ConfigError) as refused:
+        build_agent("standalone", port=1, tau={**tau, key: value})
+    assert str(refused.value) == f"{key}={value!r} does nothing under nemo_gym ({readers}); remove it"
+    kept = build_agent("standalone", port=1, tau={**tau, "tau_task_record_dir": None})  # its default passes
+    assert kept.tau_config().task_record_dir is None
+
+
 def test_import_slime_tau_plugin_does_not_import_nemo_gym():
     code = (
         "import sys, slime_tau_plugin, slime_tau_plugin.adapters.nemo_gym, slime_tau_plugin.tools.cli.main; "

@@ -39,6 +39,16 @@ def test_unknown_and_slime_only_keys_are_refused_when_the_rollout_is_built():
     assert "not a tau_* setting" in refused(TauRollout, max_turns=3)
 
 
+def test_a_key_the_table_says_trl_does_not_read_is_refused_at_tau_rollout():
+    """``engine/config/keys.py``'s KEY_READERS: slime's hooks and the verl/CLI-only conversation record are refused
+    when set; at their defaults they pass."""
+    message = refused(TauRollout, tau_task_record_dir="/runs/a")
+    assert message == "tau_task_record_dir='/runs/a' does nothing under trl (only slime reads it); remove it"
+    assert "tau_max_weight_lag=0 does nothing under trl" in refused(TauRollout, tau_max_weight_lag=0)
+    assert "tau_record_messages=True does nothing under trl" in refused(TauRollout, tau_record_messages=True)
+    TauRollout(tau_task_record_dir=None, tau_max_redraws=1, tau_reward_shaping=0.5)  # defaults; TRL shapes rewards
+
+
 def test_a_policy_is_required(tmp_path):
     assert "tau_policy_url is unset" in refused(trl_tau_config, args(tmp_path), {}, "/tok")
 

@@ -12,7 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from slime_tau_plugin.adapters.trl.reward import tau_reward
 from slime_tau_plugin.adapters.trl.rollout import TauRollout
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuardError
+from slime_tau_plugin.reporting.failure_guard import FailureGuardError
 
 ORACLE_TASK = "tau2/retail/train/57"
 

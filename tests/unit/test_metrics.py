@@ -26,7 +26,7 @@ from slime_tau_plugin.adapters.slime.metrics import (
     rollout_step,
 )
 from slime_tau_plugin.engine.episode.result import SampleStatus
-from slime_tau_plugin.engine.metrics.summary import pass_hat_k
+from slime_tau_plugin.reporting.summary import pass_hat_k
 from tests.contracts.slime_sample import Sample
 
 SLIME_LOG_MODULES = ("slime.observability.logging_utils", "slime.utils.logging_utils")

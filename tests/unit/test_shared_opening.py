@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
 from slime_tau_plugin.engine.users.request_cache import RequestCache, is_deterministic, request_key
 from slime_tau_plugin.engine.users.shared_opening import OpeningRole, OpeningTable, opening_key
+from slime_tau_plugin.reporting.user_share import user_share_metrics
 
 
 def test_a_group_asks_once_and_a_failed_ask_passes_to_the_next_sample():

@@ -22,7 +22,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 import slime_tau_plugin.adapters.verl.advantage  # noqa: F401  (registers tau_grpo, as VERL_USE_EXTERNAL_MODULES does)
 from slime_tau_plugin.adapters.verl.episodes import episode_views, step_metrics
 from slime_tau_plugin.adapters.verl.guard import reset_batch_path_guard
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuardError
+from slime_tau_plugin.reporting.failure_guard import FailureGuardError
 from tests.verl.conftest import refs_with_tasks, verl_config
 from tests.verl.server_manager import HTTPServerManager
 from tests.verl.test_tau_agent_loop import SAMPLING, assert_output_invariants, dataset_rows, make_loop, run_rows

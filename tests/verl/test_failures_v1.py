@@ -31,7 +31,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync  #
 
 import slime_tau_plugin.adapters.verl.register  # noqa: E402,F401  (what VERL_USE_EXTERNAL_MODULES imports)
 from slime_tau_plugin.adapters.verl.sampler import overrides  # noqa: E402
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuardError  # noqa: E402
+from slime_tau_plugin.reporting.failure_guard import FailureGuardError  # noqa: E402
 from tests.verl.conftest import refs_with_tasks, verl_config  # noqa: E402
 from tests.verl.server_manager import HTTPServerManager  # noqa: E402
 from tests.verl.test_failures_batch_path import dead_customer  # noqa: E402

@@ -42,9 +42,10 @@ def test_trainer_tau_section_overrides_the_yaml_entry():
     [
         ((), {"tau_domian": "retail"}, "did you mean tau_domain?"),
         (("+tau.usr=llm",), {}, "trainer config key tau.usr is not a slime_tau_plugin setting; did you mean tau.user?"),
-        ((), {"tau_policy_url": "http://x:1"}, "does not apply under verl"),
-        ((), {"tau_episode_workers": 4}, "tau_episode_workers=4 does not apply under verl"),
-        ((), {"tau_reward_shaping": 0.5}, "tau_reward_shaping=0.5 is read by slime's hooks only"),
+        ((), {"tau_policy_url": "http://x:1"}, "does nothing under verl .verl provides it"),
+        ((), {"tau_episode_workers": 4}, "tau_episode_workers=4 does nothing under verl"),
+        ((), {"tau_reward_shaping": 0.5}, "tau_reward_shaping=0.5 does nothing under verl .only slime, trl, nemo_gym"),
+        ((), {"tau_max_weight_lag": 0}, "tau_max_weight_lag=0 does nothing under verl .only slime reads it"),
         (("+tau.max_failed_share=1.5",), {}, "max_failed_share"),
         (("+async_training.staleness_threshold=0.1",), {}, "fully-async recipe .* is not supported"),
         (("+rollout.n_gpus_per_node=2",), {}, "one-step-off recipe .* is not supported"),
@@ -201,17 +202,33 @@ def test_prepare_format_verl_writes_train_and_val_rows_that_load_back(tmp_path, 
 
 
 def test_the_agent_loop_yaml_says_which_keys_are_refused_as_the_code_does():
-    from slime_tau_plugin.adapters.verl.agent_loop import NOT_FOR_VERL, SLIME_ONLY
+    from slime_tau_plugin.engine.config.keys import KEY_READERS, PROVIDED_BY, Trainer
 
+    provided = {f"tau_{n}" for n in PROVIDED_BY[Trainer.VERL]}
+    unread = {f"tau_{n}" for n, readers in KEY_READERS.items() if Trainer.VERL not in readers}
     lines = AGENT_LOOP_YAML.read_text().splitlines()
 
     def listed(start: str) -> set[str]:
         line = next(line for line in lines if line.startswith(start))
         return {word.strip() for word in line.split(":", 1)[1].split(",")}
 
-    assert listed("# Refused, verl provides them:") == {f"tau_{n}" for n in NOT_FOR_VERL}
-    assert listed("# Refused, slime's hooks only:") == {f"tau_{n}" for n in SLIME_ONLY}
+    assert listed("# Refused, verl provides them:") == provided
+    assert listed("# Refused, other trainers' only:") == unread - provided
     guard = listed("# Applied (the failure guard")
     assert guard == {"tau_max_failed_share", "tau_failure_window_groups"}
     tau = verl_tau_config(verl_config(), {"tau_max_failed_share": 0.25, "tau_failure_window_groups": 3})
     assert (tau.max_failed_share, tau.failure_window_groups) == (0.25, 3), "the guard's keys are accepted"
+
+
+def test_a_parquet_without_verls_columns_is_refused_with_the_command_that_writes_them(tmp_path):
+    import pandas as pd
+
+    from slime_tau_plugin.adapters.verl.launch import _check_rows
+
+    path = tmp_path / "train.parquet"
+    pd.DataFrame({"prompt": ["x"]}).to_parquet(path)
+    with pytest.raises(ConfigError) as refused:
+        _check_rows("train_files", str(path))
+    message = str(refused.value)
+    assert "lacks columns ['agent_name', 'data_source', 'extra_info']" in message
+    assert message.endswith("write it with slime-tau prepare --format verl") and "\n" not in message

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from slime_tau_plugin.engine.choices import PolicyApi
-from slime_tau_plugin.engine.config.tau_config import TauConfig, known_key
+from slime_tau_plugin.engine.config.keys import Trainer
+from slime_tau_plugin.engine.config.tau_config import TauConfig, known_key, refuse_unread
 from slime_tau_plugin.engine.data import metadata_from_name
 from slime_tau_plugin.engine.errors import ConfigError
 
@@ -25,7 +26,8 @@ def tau_values(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
     """``tau_*`` keys as TauConfig field values (keys checked now, values when the config is built).
 
     Raises:
-        ConfigError: a key without the ``tau_`` prefix or an unknown one (the closest valid one is named).
+        ConfigError: a key without the ``tau_`` prefix, an unknown one (the closest valid one is named), or one
+            NeMo Gym does not read (``keys.KEY_READERS``: slime's hooks, the failure guard, ...).
     """
     fields = TauConfig.field_names()
     values: dict[str, Any] = {}
@@ -33,6 +35,7 @@ def tau_values(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not str(key).startswith("tau_"):
             raise ConfigError(f"{where}: {key} is not a tau_* setting; settings are tau_<name>: value")
         values[known_key(str(key).removeprefix("tau_"), f"{where}: {key}", fields, "tau_")] = value
+    refuse_unread(values, Trainer.NEMO_GYM)
     return values
 
 

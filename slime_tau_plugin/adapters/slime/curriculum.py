@@ -3,7 +3,7 @@
     --data-source-path slime_tau_plugin.adapters.slime.curriculum.TauCurriculumDataSource
 
 ``TauCurriculumDataSource`` is slime's ``RolloutDataSourceWithBuffer`` with one step added where fresh groups
-come from the dataset: each group is kept or skipped by its task's weight (``engine/metrics/curriculum.py``:
+come from the dataset: each group is kept or skipped by its task's weight (``reporting/curriculum_rule.py``:
 a task always solved or never solved over its last ``tau_curriculum_window`` episodes has weight
 ``tau_curriculum_floor``; the weights come from the run's per-task record, ``task_record.py``). slime's buffer
 (groups handed back by partial rollouts) is never weighted: those episodes are already under way. Everything
@@ -23,8 +23,8 @@ from typing import Any
 from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.task_record import run_record
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.metrics.curriculum import CurriculumDraws, CurriculumSettings
-from slime_tau_plugin.engine.metrics.task_record import task_of
+from slime_tau_plugin.reporting.curriculum_rule import CurriculumDraws, CurriculumSettings
+from slime_tau_plugin.reporting.task_history import task_of
 
 logger = logging.getLogger(__name__)
 

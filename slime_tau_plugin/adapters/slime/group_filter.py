@@ -33,7 +33,8 @@ from typing import Any
 from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.adapters.slime.redraw import SHORT_PREFIX, StepShape, redraw_budget
 from slime_tau_plugin.adapters.slime.sample_view import current_rollout_id, is_failed, reward_value
-from slime_tau_plugin.engine.metrics.failure_guard import (  # the guard itself is trainer-neutral (verl uses it too)
+from slime_tau_plugin.engine.shared import shared_state
+from slime_tau_plugin.reporting.failure_guard import (  # the guard itself is trainer-neutral (verl uses it too)
     ENDPOINTS,
     FailureGuard,
     FailureGuardError,
@@ -42,7 +43,6 @@ from slime_tau_plugin.engine.metrics.failure_guard import (  # the guard itself 
     describe,
     failure_endpoint,
 )
-from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from slime_tau_plugin.adapters.slime.redraw import redraw_budget
 from slime_tau_plugin.adapters.slime.task_record import heldout_metrics
 from slime_tau_plugin.adapters.slime.weight_lag import lag_metrics
 from slime_tau_plugin.engine.config.tau_config import coerce_field
-from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
-from slime_tau_plugin.engine.metrics.summary import domain_summary, pass_k_summary
-from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
 from slime_tau_plugin.engine.net.user_budget import user_token_ledger
 from slime_tau_plugin.engine.shared import shared_state
+from slime_tau_plugin.reporting.reward_breakdown import reward_breakdown_metrics
+from slime_tau_plugin.reporting.summary import domain_summary, pass_k_summary
+from slime_tau_plugin.reporting.user_share import user_share_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def episode_metrics(
 ) -> dict[str, float]:
     """Per-domain metrics of the samples our ``generate`` filled, keyed ``<prefix><benchmark>/<domain>/<name>``.
 
-    ``with_pass_k`` adds ``pass^1..pass^n`` and ``left_out`` by the one rule of ``engine/metrics/summary.py``
+    ``with_pass_k`` adds ``pass^1..pass^n`` and ``left_out`` by the one rule of ``reporting/summary.py``
     (FAILED and deadline episodes are no evidence: left out of pass^k and counted; n = trials per task found in the
     data, the smallest if tasks differ; tasks are told apart by ``task_id``/``task_index``, else the prompt).
     ``default_domain`` names samples whose metadata carries no benchmark/domain (a row that relied on the
@@ -80,7 +80,7 @@ def log_rollout(
     ``partial.AbortTally``) and, over the step's samples, the share resumed, turns reused, off-policy ids; and
     ``rollout/tau/user_tokens/{step,total,refused}``: the LLM user's tokens this step and this run, and the requests
     its budget refused (``net/user_budget.py``); ``rollout/tau/tau_user/{cache,shared_opening}_*``: the LLM user's
-    requests answered from its cache and openings shared in a GRPO group (``engine/metrics/user_share.py``); and
+    requests answered from its cache and openings shared in a GRPO group (``reporting/user_share.py``); and
     ``rollout/tau/lag/*``: the trainable ids by weight lag against the weights that train this step, and the share
     older than ``tau_max_weight_lag``, which the reward post-process masks (``weight_lag.mask_for_training``); and
     ``rollout/tau/redraw/*``: over-sampling batches the dynamic filter made slime draw again this step and groups

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from slime_tau_plugin.engine.metrics.failure_guard import is_failed  # one rule for every trainer
+from slime_tau_plugin.reporting.failure_guard import is_failed  # one rule for every trainer
 
 __all__ = ["current_rollout_id", "is_failed", "reward_value"]
 

@@ -1,4 +1,4 @@
-"""slime's side of the per-task record (``engine/metrics/task_record.py``): where it lives, one per process,
+"""slime's side of the per-task record (``reporting/task_history.py``): where it lives, one per process,
 what feeds it and what it adds to the metrics.
 
 Where: ``tau_task_record_dir``, else slime's ``--save`` (the checkpoint folder, on storage every node sees and
@@ -20,9 +20,9 @@ from typing import Any
 
 from slime_tau_plugin.adapters.slime.args import config_from_args
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.metrics.curriculum import CurriculumDraws
-from slime_tau_plugin.engine.metrics.task_record import RECORD_FILE, TaskRecord, task_outcomes
 from slime_tau_plugin.engine.shared import shared_state
+from slime_tau_plugin.reporting.curriculum_rule import CurriculumDraws
+from slime_tau_plugin.reporting.task_history import RECORD_FILE, TaskRecord, task_outcomes
 
 logger = logging.getLogger(__name__)
 

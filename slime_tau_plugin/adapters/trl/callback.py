@@ -1,7 +1,7 @@
 """The failure guard's stop inside TRL's training loop: a ``transformers.TrainerCallback``.
 
 The rollout (``rollout.TauRollout``) feeds every generation batch, gathered over all processes, to the run's
-failure guard (``engine/metrics/failure_guard.FailureGuard``: slime's thresholds and one-line stop). When the guard
+failure guard (``reporting/failure_guard.FailureGuard``: slime's thresholds and one-line stop). When the guard
 trips, the rollout logs the line and hands the error to :class:`GuardStop`; the batch still trains as it is (its
 failed rows have advantage 0 and no trained token). At the end of that step the callback sets TRL's
 ``control.should_training_stop``, so the trainer logs and saves the step by its own rules and leaves its loop, and
@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuardError
+from slime_tau_plugin.reporting.failure_guard import FailureGuardError
 
 
 class StopSignal:

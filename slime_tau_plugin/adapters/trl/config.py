@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from slime_tau_plugin.engine.choices import PolicyApi
-from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key
+from slime_tau_plugin.engine.config.keys import Trainer
+from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key, refuse_unread
 from slime_tau_plugin.engine.errors import ConfigError
 
 TRL_VERSION = "1.16.0"
@@ -31,17 +32,6 @@ TRL_RANGE = ((1, 16, 0), (1, 17, 0))
 """Accepted TRL versions, ``>=1.16.0,<1.17``: ``rollout_func`` is experimental in TRL and changed between minor
 releases; a patch release keeps it (PyPI had no later release when this was written)."""
 TRL_PIN = "trl>=1.16.0,<1.17"
-
-SLIME_ONLY = (
-    "max_redraws",
-    "routing_key_header",
-    "task_record_dir",
-    "curriculum_window",
-    "curriculum_floor",
-    "train_window_steps",
-)
-"""TauConfig fields read only by slime's hooks, router or data source (the per-task record and its curriculum);
-under TRL they would do nothing, so they are refused."""
 
 
 def check_trl_version(version: str | None = None) -> str:
@@ -78,17 +68,15 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises:
         ConfigError: a key without the ``tau_`` prefix, an unknown one (the closest valid one is named), or one
-            that does nothing under TRL.
+            TRL does not read (``keys.KEY_READERS``).
     """
     fields = TauConfig.field_names()
     values: dict[str, Any] = {}
     for key, value in settings.items():
         if not key.startswith("tau_"):
             raise ConfigError(f"TauRollout({key}=...) is not a tau_* setting; settings are tau_<name>=value")
-        name = known_key(key.removeprefix("tau_"), f"TauRollout key {key}", fields, "tau_")
-        if name in SLIME_ONLY:
-            raise ConfigError(f"{key}={value!r} is read by slime only and does nothing under TRL; remove it")
-        values[name] = value
+        values[known_key(key.removeprefix("tau_"), f"TauRollout key {key}", fields, "tau_")] = value
+    refuse_unread(values, Trainer.TRL)
     return values
 
 

@@ -1,11 +1,12 @@
 """What a TRL generation batch's episodes say, over every process: τ's step metrics and the failure guard's input.
 
-Each process plays its own rows; :class:`EpisodeView` is one row as slime's hooks read a ``Sample`` (``status``,
+Each process plays its own rows; an ``EpisodeView`` (``reporting/step_views.py``, verl's too) is one row as slime's
+hooks read a ``Sample`` (``status``,
 ``metadata``, ``reward``, ``response_length``, ``loss_mask``), small and picklable, so the rollout gathers every
 process's views (accelerate's ``gather_object``) and each process then computes the same numbers and takes the same
 stop decision: no process stops alone while the others wait in TRL's next collective call.
 
-Metric names are slime's (``engine/metrics/summary.domain_summary``, the names slime's ``rollout/tau/...`` hook logs)
+Metric names are slime's (``reporting/summary.domain_summary``, the names slime's ``rollout/tau/...`` hook logs)
 under TRL's convention ``<section>/<name>``: ``tau/<benchmark>/<domain>/<metric>`` (``reward_mean``, ``pass_rate``,
 ``status/<status>``, ``termination/<reason>``, ``<counter>_per_episode``, ``tokens/*``, ``time/*``, ``review/*``,
 ``tau_user/cost_*``), ``tau/tau_user/{cache,shared_opening}_*`` and ``tau/failed/share``, ``tau/failed/<endpoint>``
@@ -14,44 +15,26 @@ under TRL's convention ``<section>/<name>``: ``tau/<benchmark>/<domain>/<metric>
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.cost import COST_KEY
 from slime_tau_plugin.engine.episode.result import SampleStatus
-from slime_tau_plugin.engine.metrics.failure_guard import (
-    FailureGuard,
-    FailureGuardSettings,
-    failure_endpoint,
-)
-from slime_tau_plugin.engine.metrics.summary import domain_summary
-from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
 from slime_tau_plugin.engine.workers.messages import FinishedEpisode
+from slime_tau_plugin.reporting import step_views
+from slime_tau_plugin.reporting.failure_guard import FailureGuard, FailureGuardSettings
+from slime_tau_plugin.reporting.step_views import PREFIX, EpisodeView
+from slime_tau_plugin.reporting.summary import domain_summary
+from slime_tau_plugin.reporting.user_share import user_share_metrics
 
-PREFIX = "tau/"
-FAILED_PREFIX = "tau/failed/"
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeView:
-    """One row of the global batch, as the metrics and the failure guard read a sample."""
-
-    group: int
-    """Its global GRPO group (``groups.RowPlace.group``)."""
-    status: SampleStatus
-    metadata: dict[str, Any]
-    reward: float
-    """τ's reward (unshaped)."""
-    response_length: int
-    loss_mask: list[int] = field(default_factory=list)
-    remove_sample: bool = False
+__all__ = ["EpisodeView", "episode_view", "guard_settings", "observe_batch", "step_metrics"]
 
 
 def episode_view(finished: FinishedEpisode, group: int) -> EpisodeView:
-    """The view of one played row (slime's metadata names; no messages, so it stays small to gather)."""
+    """The view of one played row in global group ``group`` (``groups.RowPlace.group``; slime's metadata names; no
+    messages, so it stays small to gather)."""
     result, traj = finished.result, finished.trajectory
     task = result.task
     meta: dict[str, Any] = {
@@ -76,25 +59,15 @@ def episode_view(finished: FinishedEpisode, group: int) -> EpisodeView:
         meta["tau_review"] = result.review.as_metadata()
     status = result.termination.status
     mask = list(traj.loss_mask)
-    return EpisodeView(group, status, meta, float(result.reward), len(mask), mask, status is SampleStatus.FAILED)
+    return EpisodeView(status, meta, float(result.reward), len(mask), mask, status is SampleStatus.FAILED, group)
 
 
 def step_metrics(views: Sequence[EpisodeView]) -> dict[str, float]:
     """τ's numbers for one generation batch (every process's rows), keyed as the module docstring says."""
     if not views:
         return {}
-    by_domain: dict[str, list[EpisodeView]] = defaultdict(list)
-    for view in views:
-        by_domain[f"{view.metadata['benchmark']}/{view.metadata['domain']}"].append(view)
-    metrics: dict[str, float] = {}
-    for domain, group in sorted(by_domain.items()):
-        metrics |= {f"{PREFIX}{domain}/{name}": float(value) for name, value in domain_summary(group).items()}
-    metrics |= {f"{PREFIX}{name}": float(v) for name, v in user_share_metrics(v.metadata for v in views).items()}
-    causes = Counter(failure_endpoint(v) for v in views)
-    causes.pop(None, None)
-    metrics[f"{FAILED_PREFIX}share"] = sum(causes.values()) / len(views)
-    metrics |= {f"{FAILED_PREFIX}{endpoint}": n / len(views) for endpoint, n in sorted(causes.items())}
-    return metrics
+    metrics = step_views.step_metrics(views, domain_summary, PREFIX)
+    return metrics | {f"{PREFIX}{name}": float(v) for name, v in user_share_metrics(v.metadata for v in views).items()}
 
 
 def guard_settings(config: TauConfig, groups_per_batch: int) -> FailureGuardSettings:

@@ -44,11 +44,11 @@ from slime_tau_plugin.adapters.trl.episodes import (
 from slime_tau_plugin.adapters.trl.groups import RowPlace, episode_seed, group_key, process_of, row_places
 from slime_tau_plugin.adapters.trl.rows import task_request
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuard, FailureGuardError
 from slime_tau_plugin.engine.outcome import training_reward
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
 from slime_tau_plugin.engine.workers.play import play_request
 from slime_tau_plugin.engine.workers.registry import pool_for
+from slime_tau_plugin.reporting.failure_guard import FailureGuard, FailureGuardError
 
 REQUIRED = ("prompt_ids", "completion_ids", "logprobs")
 FIELDS = ("env_mask", "tau_score", "tau_status", "tau_termination", "tau_task", "tau_error", "tau_num_turns")

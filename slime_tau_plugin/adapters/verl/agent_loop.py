@@ -2,7 +2,7 @@
 
 verl (0.9.1, ``actor_rollout_ref.rollout.mode=async``) builds one loop per dataset row from the entry in
 ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` (``configs/verl/tau_agent_loop.yaml``) and awaits
-``run(sampling_params, **row)``. The row's ``extra_info`` names the task (``verl_data.verl_rows``); the loop
+``run(sampling_params, **row)``. The row's ``extra_info`` names the task (``rows.verl_rows``); the loop
 plays it through the engine's one failure boundary (``engine.loop.boundary.play_episode``) on the
 process's resources for its config and verl's tokenizer (``EpisodeResources.for_config``), injecting a
 ``VerlPolicy`` (``policy.py``) over verl's server manager per sample, and returns verl's
@@ -43,33 +43,19 @@ from slime_tau_plugin.adapters.verl.multi_turn import check_multi_turn
 from slime_tau_plugin.adapters.verl.policy import VerlEpisodeSummary, VerlPolicy
 from slime_tau_plugin.adapters.verl.recipes import refuse_recipes
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, is_evaluation, task_ref_from_extra_info
-from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key
+from slime_tau_plugin.engine.config.keys import Trainer
+from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key, refuse_unread
 from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_blocking
 from slime_tau_plugin.engine.loop.boundary import play_episode
-from slime_tau_plugin.engine.metrics.user_share import USER_SHARE_KEYS
 from slime_tau_plugin.engine.net.retry import RetrySettings
 from slime_tau_plugin.engine.outcome import trainable_trajectory
 from slime_tau_plugin.engine.shared import shared_state
+from slime_tau_plugin.reporting.user_share import USER_SHARE_KEYS
 
 logger = logging.getLogger(__name__)
 
-NOT_FOR_VERL = ("policy_url", "policy_api", "policy_model", "tokenizer_path", "routing_key_header", "episode_workers")
-"""TauConfig fields verl provides itself (its server manager, its tokenizer, its sticky request ids, and its agent-loop
-workers: verl already spreads agent loops over Ray actors, ``rollout.agent.num_workers``)."""
-SLIME_ONLY = (
-    "reward_shaping",
-    "max_redraws",
-    "task_record_dir",
-    "curriculum_window",
-    "curriculum_floor",
-    "train_window_steps",
-)
-"""TauConfig fields read by slime's hooks only (training-reward shaping; the per-task record, its curriculum and
-held-out check): verl's agent loop cannot tell training from validation rows, so under verl they would do
-nothing. The failure guard's keys (``tau_max_failed_share``, ``tau_failure_window_groups``) apply: ``sampler.py``
-(V1) and ``guard_batch_path`` (the batch trainer) read them."""
 EXTRA_FIELD_KEYS = (
     "tau_task", "status", "termination_reason", "model_turns", "tool_call_counts", "tool_errors", "parse_errors",
     "template_fallbacks", "user_tool_errors", "template_mode", "tau_reward", "reward_info", "error", "failed_endpoint",
@@ -81,7 +67,7 @@ EXTRA_FIELD_KEYS = (
 the episode's tool calls under the name verl's ``compute_data_metrics`` reads (``tool_call_counts/mean``);
 ``tau_review`` is the customer review's verdict (slime's ``metadata["tau_review"]``; None when not reviewed) and
 ``tau_user_cost`` what the customer cost (``CustomerCost.as_metadata``); ``tau_user_share`` the customer requests its
-exact-request cache answered and its GRPO group's shared opening saved (``engine/metrics/user_share.py``'s counts)."""
+exact-request cache answered and its GRPO group's shared opening saved (``reporting/user_share.py``'s counts)."""
 
 ROUTED_SHAPES = "verl: routed-experts shape by model"
 """The process registry's notes topic: (layers, experts per token) and dtype of the routed experts a model's
@@ -95,7 +81,8 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
     limits (see the module docstring).
 
     Raises:
-        ConfigError: an unknown key (the closest valid one is named), a setting verl provides, or a bad value.
+        ConfigError: an unknown key (the closest valid one is named), one verl does not read (``keys.KEY_READERS``:
+            a setting verl provides, or another trainer's), or a bad value.
     """
     refuse_recipes(trainer_config)
     fields = TauConfig.field_names()
@@ -108,14 +95,7 @@ def verl_tau_config(trainer_config: Any, loop_settings: Mapping[str, Any]) -> Ta
 
         for key, value in OmegaConf.to_container(section, resolve=True).items():
             values[known_key(key, f"trainer config key tau.{key}", fields, "tau.")] = value
-    for name in NOT_FOR_VERL:
-        if values.get(name):
-            raise ConfigError(f"tau_{name}={values[name]!r} does not apply under verl (verl provides it); remove it")
-    for name in SLIME_ONLY:
-        if name in values:
-            raise ConfigError(
-                f"tau_{name}={values[name]!r} is read by slime's hooks only and does nothing under verl; remove it"
-            )
+    refuse_unread(values, Trainer.VERL)
     rollout = trainer_config.actor_rollout_ref.rollout
     check_multi_turn(rollout.get("multi_turn"))
     response_len = int(rollout.response_length)

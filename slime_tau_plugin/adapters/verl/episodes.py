@@ -2,9 +2,10 @@
 
 verl hands a step's outputs back as one ``extra_fields`` dict per row (V1: the TransferQueue field
 ``extra_fields``; the batch trainer: one ``non_tensor_batch`` column per key). :func:`episode_views` turns them
-into sample-like values (``status``, ``metadata``, ``reward``), which the run's failure guard reads as it reads
-slime's samples (``engine/metrics/failure_guard.py``: the same thresholds and stop line, not a twin). Metric keys follow
-verl's ``<section>/<name>`` convention and the slime path's names: ``tau/<benchmark>/<domain>/<metric>``
+into sample-like values (``reporting/step_views.EpisodeView``, TRL's too: ``status``, ``metadata``, ``reward``),
+which the run's failure guard reads as it reads slime's samples (``reporting/failure_guard.py``: the same thresholds
+and stop line, not a twin). Metric keys follow verl's ``<section>/<name>`` convention and the slime path's names
+(``step_views.step_metrics`` with verl's own per-domain numbers): ``tau/<benchmark>/<domain>/<metric>``
 (``reward_mean``, ``pass_rate``, ``status/<status>``, ``termination/<reason>``, ``<counter>_per_episode``,
 ``turns_mean``; the customer review's ``review/*``, e.g. ``review/excluded``: the episodes taken out as
 ``user_error``, a count, and what the customer cost, ``tau_user/cost_*``: the slime path's own functions) and
@@ -18,20 +19,18 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
-from slime_tau_plugin.engine.metrics.customer_cost import cost_metrics
-from slime_tau_plugin.engine.metrics.failure_guard import (
-    FailureGuard,
-    FailureGuardSettings,
-    failure_endpoint,
-)
-from slime_tau_plugin.engine.metrics.noise import per_task_pass_k
-from slime_tau_plugin.engine.metrics.user_share import user_share_metrics
 from slime_tau_plugin.engine.review.metrics import review_metrics
+from slime_tau_plugin.reporting import step_views
+from slime_tau_plugin.reporting.customer_cost import cost_metrics
+from slime_tau_plugin.reporting.failure_guard import FailureGuard, FailureGuardSettings
+from slime_tau_plugin.reporting.noise import per_task_pass_k
+from slime_tau_plugin.reporting.step_views import PREFIX as STEP_PREFIX
+from slime_tau_plugin.reporting.step_views import EpisodeView
+from slime_tau_plugin.reporting.user_share import user_share_metrics
 
 SUCCESS = 1.0 - 1e-6
 """A reward at or above this is a τ success (reward 1), as in slime's metrics."""
@@ -40,21 +39,7 @@ _COUNTER_KEYS = {"tool_calls": "tool_call_counts"} | {
 }
 """Counter name in the metric key -> its ``extra_fields`` key (verl reads tool calls as ``tool_call_counts``)."""
 
-STEP_PREFIX = "tau/"
-FAILED_PREFIX = "tau/failed/"
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeView:
-    """One verl row as slime's hooks read a ``Sample`` (duck-typed: they read only these attributes)."""
-
-    status: SampleStatus
-    metadata: dict[str, Any]
-    """``extra_fields`` plus ``benchmark``/``domain``/``task_id`` (from ``tau_task``) and ``num_turns``."""
-    reward: float
-    response_length: int
-    loss_mask: list[int] = field(default_factory=list)
-    remove_sample: bool = False
+__all__ = ["EpisodeView", "episode_view", "episode_views", "observe_step", "step_metrics", "task_pass_k"]
 
 
 def episode_view(extra_fields: Mapping[str, Any], response_mask: Sequence[int] = ()) -> EpisodeView | None:
@@ -82,19 +67,7 @@ def episode_views(
 
 def step_metrics(views: Sequence[EpisodeView]) -> dict[str, float]:
     """τ's per-step numbers for verl's logger: per domain, and failures per endpoint over the step."""
-    if not views:
-        return {}
-    by_domain: dict[str, list[EpisodeView]] = defaultdict(list)
-    for view in views:
-        by_domain[f"{view.metadata.get('benchmark')}/{view.metadata.get('domain')}"].append(view)
-    metrics: dict[str, float] = {}
-    for domain, group in sorted(by_domain.items()):
-        metrics |= {f"{STEP_PREFIX}{domain}/{name}": value for name, value in _domain_numbers(group).items()}
-    causes = Counter(failure_endpoint(v) for v in views)
-    causes.pop(None, None)
-    metrics[f"{FAILED_PREFIX}share"] = sum(causes.values()) / len(views)
-    metrics |= {f"{FAILED_PREFIX}{endpoint}": count / len(views) for endpoint, count in sorted(causes.items())}
-    return metrics
+    return step_views.step_metrics(views, _domain_numbers, STEP_PREFIX)
 
 
 def _domain_numbers(group: Sequence[EpisodeView]) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 The batch trainer awaits every agent loop of a step (``AgentLoopWorker.generate_sequences``): an exception from
 ``TauAgentLoop.run`` fails the step's ``ray.get`` and stops the run. So each agent-loop worker process keeps the
-slime guard's window (``engine/metrics/failure_guard.FailureGuard``: the same thresholds and stop line) over the
+slime guard's window (``reporting/failure_guard.FailureGuard``: the same thresholds and stop line) over the
 episodes it played, one per observation: the window holds ``tau_failure_window_groups`` x ``rollout.n``
 episodes (default: one step's, ``data.train_batch_size`` x ``rollout.n``, spread over the workers). V1's trainer
 settles failed sessions without stopping, so there the guard runs in the trainer's replay buffer (``sampler.py``)
@@ -17,12 +17,12 @@ from typing import Any
 
 from slime_tau_plugin.adapters.verl.episodes import episode_view, verl_guard_settings
 from slime_tau_plugin.engine.config.tau_config import TauConfig
-from slime_tau_plugin.engine.metrics.failure_guard import (
+from slime_tau_plugin.engine.shared import shared_state
+from slime_tau_plugin.reporting.failure_guard import (
     FailureGuardError,
     FailureGuardSettings,
     GuardWindow,
 )
-from slime_tau_plugin.engine.shared import shared_state
 
 logger = logging.getLogger(__name__)
 

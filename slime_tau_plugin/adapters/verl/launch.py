@@ -146,7 +146,9 @@ def _check_rows(key: str, file: str) -> None:
     frame = pd.read_parquet(file)
     missing = {"data_source", "prompt", "agent_name", "extra_info"} - set(frame.columns)
     if missing:
-        raise ConfigError(f"data.{key}={file} lacks columns {sorted(missing)}; write it with verl_data.verl_rows")
+        raise ConfigError(
+            f"data.{key}={file} lacks columns {sorted(missing)}; write it with slime-tau prepare --format verl"
+        )
     names = set(frame["agent_name"])
     if names - {AGENT_NAME}:
         raise ConfigError(f"data.{key}={file} has agent_name {sorted(names)}; expected {AGENT_NAME}")

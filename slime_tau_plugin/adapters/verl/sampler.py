@@ -44,7 +44,7 @@ from slime_tau_plugin.adapters.verl.episodes import (
     verl_guard_settings,
 )
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuard, FailureGuardError
+from slime_tau_plugin.reporting.failure_guard import FailureGuard, FailureGuardError
 
 logger = logging.getLogger(__name__)
 

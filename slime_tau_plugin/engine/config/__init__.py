@@ -2,5 +2,5 @@
 (``fields``). A trainer's own arguments are read in its adapter (slime's: ``adapters/slime/args.py``).
 
 May import: ``envs`` (the benchmark table), ``episode`` (limits), ``net`` (replica URLs, the user's token budget),
-``errors``, ``choices``.
+``review`` (the review's check and tag names), ``errors``, ``choices``.
 """

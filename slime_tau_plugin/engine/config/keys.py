@@ -1,13 +1,19 @@
-"""Every ``TauConfig`` key, declared once: name, type, default, range and help text (``config_fields.setting``).
+"""Every ``TauConfig`` key, declared once: name, type, default, range and help text (``fields.setting``), and
+which trainers read it (:data:`KEY_READERS`).
 
 The YAML key is ``tau_`` + the field name (``tau_domain: airline``); the CLI's ``rollout`` flag is ``--`` + the
 name with dashes (``tools/cli/flag_names.py`` generates them from these fields). What the keys mean together
-(checks across keys, derived views) is ``config.TauConfig``, which adds no field. Imports ``choices``,
-``config_fields`` and the benchmark table of ``envs``.
+(checks across keys, derived views) is ``tau_config.TauConfig``, which adds no field. Every adapter refuses a key
+set away from its default that :data:`KEY_READERS` says its trainer does not read (``tau_config.refuse_unread``):
+one table, so no adapter keeps a list of its own. Imports ``choices``, ``fields`` and the benchmark table of
+``envs``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -321,3 +327,67 @@ class TauKeys(BaseModel):
         ge=0,
         noun="a weight",
     )
+
+
+class Trainer(StrEnum):
+    """Who reads a key: the four trainers' adapters and the ``slime-tau`` CLI (``rollout``, ``serve``)."""
+
+    SLIME = "slime"
+    VERL = "verl"
+    TRL = "trl"
+    NEMO_GYM = "nemo_gym"
+    CLI = "cli"
+
+
+EVERY = frozenset(Trainer)
+"""The engine reads the key, whoever plays the episode."""
+_NOT_VERL = EVERY - {Trainer.VERL}
+"""verl provides it (:data:`PROVIDED_BY`)."""
+_GUARD = frozenset({Trainer.SLIME, Trainer.VERL, Trainer.TRL})
+"""The run-level failure guard, which slime's filter, verl's guard and sampler and TRL's rollout run."""
+_GROUPED = frozenset({Trainer.SLIME, Trainer.VERL, Trainer.TRL})
+"""Trainers that name an episode's GRPO group (NeMo Gym's rows and the CLI's batches do not)."""
+_SLIME = frozenset({Trainer.SLIME})
+"""slime's hooks: its router, redraws, weight lag, the per-task record and its curriculum."""
+
+# fmt: off
+KEY_READERS: Mapping[str, frozenset[Trainer]] = MappingProxyType({
+    "benchmark": EVERY, "domain": EVERY, "split": EVERY, "retrieval_variant": EVERY,
+    "tool_call_parser": EVERY, "reasoning_parser": EVERY, "tools_in_prompt": EVERY, "enable_thinking": EVERY,
+    "user": EVERY, "user_base_url": EVERY, "user_model": EVERY, "user_api_key_env": EVERY,
+    "user_timeout_s": EVERY, "user_retries": EVERY, "user_temperature": EVERY, "user_shared_opening": _GROUPED,
+    "user_cache_size": EVERY, "user_token_budget_per_step": EVERY, "user_token_budget_total": EVERY,
+    "scripted_user_replies": EVERY, "max_turns": EVERY, "max_errors": EVERY, "max_steps": EVERY,
+    "agent_error_rule": EVERY, "max_context_len": EVERY, "max_response_len": EVERY, "max_tokens_per_turn": EVERY,
+    "policy_url": _NOT_VERL, "policy_api": _NOT_VERL, "policy_model": _NOT_VERL,
+    "policy_timeout_s": EVERY, "policy_retries": EVERY,
+    "tokenizer_path": _NOT_VERL, "trust_remote_code": _NOT_VERL, "env_workers": EVERY,
+    "episode_workers": _NOT_VERL, "episode_worker_kind": _NOT_VERL, "episode_worker_cpus": _NOT_VERL,
+    "env_timeout_s": EVERY, "record_messages": frozenset({Trainer.SLIME, Trainer.VERL, Trainer.CLI}),
+    "routing_key_header": _SLIME,
+    "reward_mode": EVERY, "nl_assertions": EVERY, "judge_base_url": EVERY, "judge_model": EVERY,
+    "judge_api_key_env": EVERY, "judge_timeout_s": EVERY, "judge_retries": EVERY,
+    "outage_tolerance_s": EVERY, "retry_budget": EVERY, "policy_max_inflight": EVERY, "user_max_inflight": EVERY,
+    "judge_max_inflight": EVERY, "episode_timeout_s": EVERY,
+    "max_failed_share": _GUARD, "failure_window_groups": _GUARD, "review_max_error_share": _GUARD,
+    "review": EVERY, "review_checks": EVERY, "review_critical_tags": EVERY, "review_keep_flagged": EVERY,
+    "review_repeat_limit": EVERY, "review_judge_share": EVERY,
+    "max_redraws": _SLIME, "max_weight_lag": _SLIME, "task_record_dir": _SLIME, "curriculum_window": _SLIME,
+    "curriculum_floor": _SLIME, "train_window_steps": _SLIME,
+    "reward_shaping": frozenset({Trainer.SLIME, Trainer.TRL, Trainer.NEMO_GYM}),
+})
+# fmt: on
+"""Each ``TauKeys`` field -> the trainers that read it; a trainer refuses the others set away from their defaults.
+verl does not read ``tau_reward_shaping`` (its agent loop scores every row alike); NeMo Gym and the CLI name no
+GRPO group and run no failure guard (the CLI's batch has its own ``--max-failed-share``); TRL and NeMo Gym return no
+conversation (``tau_record_messages``)."""
+
+PROVIDED_BY: Mapping[Trainer, frozenset[str]] = MappingProxyType(
+    {
+        Trainer.VERL: frozenset(
+            name for name, readers in KEY_READERS.items() if readers == _NOT_VERL or name == "routing_key_header"
+        ),
+    }
+)
+"""Keys a trainer does not read because it brings the thing itself (verl: its server manager, tokenizer, sticky
+request ids and agent-loop workers), so its refusal says so."""

@@ -6,7 +6,7 @@ named ``tau_<field>`` (set by slime's ``--custom-config-path`` YAML), then slime
 module reads ``os.environ`` (for API keys named by ``*_api_key_env``).
 
 The type boundary: each field's name, type, default, range and help text are its declaration in
-``config_keys.py`` (``config_fields.setting``); pydantic checks every value from any front door (a quoted
+``keys.py`` (``fields.setting``); pydantic checks every value from any front door (a quoted
 number becomes a number, a choice becomes its enum from ``choices.py``, unknown keys are refused) and a
 refusal is one ``ConfigError`` line naming the key as that front door spells it (``tau_<field>``, or the
 CLI's flag: :meth:`TauConfig.from_values`). The CLI generates its ``rollout`` flags from these fields. The
@@ -16,7 +16,7 @@ config is hashable and equal by value: it is the key of the process resources (`
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from pydantic import ValidationError, ValidationInfo, field_validator, model_val
 from slime_tau_plugin.engine.choices import AgentErrorRule, UserKind
 from slime_tau_plugin.engine.config import fields as cf
 from slime_tau_plugin.engine.config.fields import known_key
-from slime_tau_plugin.engine.config.keys import TauKeys
+from slime_tau_plugin.engine.config.keys import KEY_READERS, PROVIDED_BY, TauKeys, Trainer
 from slime_tau_plugin.engine.envs import BENCHMARKS, check_domain
 from slime_tau_plugin.engine.episode.limits import EpisodeLimits
 from slime_tau_plugin.engine.errors import ConfigError
@@ -34,7 +34,7 @@ from slime_tau_plugin.engine.net.user_budget import UserTokenBudget
 from slime_tau_plugin.engine.review.names import parse_names
 from slime_tau_plugin.engine.review.verdict import ReviewCheck, ReviewTag
 
-__all__ = ["LLMEndpoint", "TauConfig", "coerce_field", "env_secret", "known_key"]
+__all__ = ["LLMEndpoint", "TauConfig", "coerce_field", "env_secret", "known_key", "refuse_unread"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +122,7 @@ class TauConfig(TauKeys):
     @field_validator("review_checks", "review_critical_tags", mode="after")
     @classmethod
     def _review_names(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """Each named check or τ² tag must exist (``review/settings.py``)."""
+        """Each named check or τ² tag must exist (``engine/review/verdict.py``)."""
         kind = ReviewCheck if info.field_name == "review_checks" else ReviewTag
         allowed = tuple(c for c in ReviewCheck if c is not ReviewCheck.JUDGE) if kind is ReviewCheck else None
         parse_names(value, kind, cf.key_namer(info.context)(info.field_name or ""), allowed)  # type: ignore[arg-type]
@@ -218,6 +218,26 @@ def coerce_field(name: str, value: Any, key: str | None = None) -> Any:
     key = cf.tau_key(name) if key is None else key
     shown = f"{key}={value!r}" if key else repr(value)
     return cf.checked_value(field, value, shown, nullable=bool(key))
+
+
+def refuse_unread(values: Mapping[str, Any], trainer: Trainer) -> None:
+    """Refuse a key (field name -> value) that ``trainer`` does not read (``keys.KEY_READERS``) unless it holds its
+    default: under that trainer it would do nothing, silently. A key at its default (``null``, ``false``, slime's
+    value) passes, so one YAML can serve several trainers.
+
+    Raises:
+        ConfigError: one line naming the ``tau_*`` key and who reads it.
+    """
+    for name, value in values.items():
+        readers = KEY_READERS[name]
+        if trainer in readers or coerce_field(name, value) == TauKeys.model_fields[name].default:
+            continue
+        if name in PROVIDED_BY.get(trainer, ()):
+            why = f"{trainer} provides it"
+        else:
+            names = [r.value for r in Trainer if r in readers]
+            why = "only " + ", ".join(names) + (" reads it" if len(names) == 1 else " read it")
+        raise ConfigError(f"tau_{name}={value!r} does nothing under {trainer} ({why}); remove it")
 
 
 def env_secret(var_name: str | None) -> str | None:

@@ -2,6 +2,8 @@
 (``limits``), a suspended episode's state (``state``) and the typed result (``result``).
 
 Owns: ``TaskRef``, ``Trajectory`` / ``TokenBudget``, ``EpisodeLimits`` / ``StepLedger``, ``EpisodeState``,
-``TerminationReason`` / ``EpisodeResult``. May import: ``engine.errors``, ``engine.choices`` only (it sits below
-``envs``, ``config`` and the loop, which all speak these values).
+``TerminationReason`` / ``EpisodeResult``.
+
+May import: ``engine.errors``, ``engine.choices``, ``engine.review`` (a result holds the review's verdict); never
+``envs``, ``config`` or the loop, which sit above it and all speak these values.
 """

@@ -5,7 +5,7 @@ or the review judge's endpoint, retries and failed tries included, with the toke
 and the time the episode awaited the endpoint), and where the review runs (the deterministic checks' CPU time,
 ``loop/review.py``). The scripted customer makes no request, so its cost is zeros. Trainers read it from
 ``metadata["tau_user_cost"]`` (slime's sample, verl's ``extra_fields``, the CLI's rows); the per-step numbers are
-``engine/metrics/customer_cost.py``'s ``tau_user/cost_*``. Imports nothing of ours.
+``reporting/customer_cost.py``'s ``tau_user/cost_*``. Imports nothing of ours.
 """
 
 from __future__ import annotations

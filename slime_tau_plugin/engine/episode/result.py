@@ -3,7 +3,7 @@
 Every front door (slime's ``generate``, the CLI, verl) and every env backend reads these types, never
 their string values: renaming a value cannot silently change how an episode is scored or labelled.
 This module imports nothing from the rest of the package except ``TaskRef``'s home (``task_ref``), the
-trajectory, the suspended-episode value (``episode_state``), the error tree (``FailedEndpoint``) and the
+trajectory, the suspended-episode value (``state``), the error tree (``FailedEndpoint``) and the
 review's ``Verdict``, and nothing from slime, verl or τ.
 """
 
@@ -184,7 +184,7 @@ class EpisodeResult:
     """How the tool schemas reached the prompt (``choices.ToolsInPrompt``: ``template`` or ``system``)."""
     net_info: dict[str, Any] = field(default_factory=dict)
     """Retries, outage and slot waits, the LLM user's identity, seed and token usage (``endpoints.NetStats``),
-    and how often the episode was suspended and resumed (``live_episode.ResumeStats``)."""
+    and how often the episode was suspended and resumed (``loop/live.py``'s ``ResumeStats``)."""
     state: EpisodeState | None = None
     """An ABORTED episode's resumable state, when its caller asked to suspend (``run_episode(suspend=True)``)."""
     review: Verdict | None = None

@@ -14,7 +14,7 @@ judge. Three things must hold per endpoint, not per request:
   (one probe request every few seconds is let through), and the first success closes it again.
 
 A request that keeps failing while the same endpoint answers other requests is its own problem: it gives
-up after its tries, as before. Per-episode numbers go to the episode's ``net_stats.NetStats``; several replicas
+up after its tries, as before. Per-episode numbers go to the episode's ``stats.NetStats``; several replicas
 of one role are balanced over their guards by ``replicas.py``. The guards live in one :class:`EndpointRegistry`
 (``endpoint_registry()``, held by the shared state), keyed by role, URL and settings; ``retry.py`` drives a
 guard only through its methods.

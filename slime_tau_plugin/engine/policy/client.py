@@ -2,12 +2,12 @@
 
 Clients, one per wire protocol, each the only reader of its response shape:
 
-- ``policy_sglang.SGLangPolicy``: SGLang's native ``POST /generate`` (slime's engines and router).
-- ``policy_openai.OpenAICompletionsPolicy``: an OpenAI-compatible ``POST /v1/completions`` with a token-id
+- ``sglang.SGLangPolicy``: SGLang's native ``POST /generate`` (slime's engines and router).
+- ``openai.OpenAICompletionsPolicy``: an OpenAI-compatible ``POST /v1/completions`` with a token-id
   prompt and log-probs (vLLM; SGLang's OpenAI endpoint).
 - ``nemo_rl.NeMoRLPolicy``: NeMo RL's vLLM servers (``/tokenize`` and ``/v1/chat/completions`` with its
   ``required_prefix_token_ids``), several at once.
-- ``policy_verl.VerlPolicy``: verl's ``server_manager`` (no HTTP of ours).
+- ``adapters/verl/policy.py``'s ``VerlPolicy``: verl's ``server_manager`` (no HTTP of ours).
 
 The HTTP clients share :func:`post_json_with_retries`: connection failures, timeouts, 429 and 5xx are
 retried with backoff (generation is stateless, so a retry is safe; ``net/http_errors.py`` classifies the

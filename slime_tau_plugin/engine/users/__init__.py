@@ -2,5 +2,6 @@
 the LLM user's ``/chat/completions`` client (``chat_client``) with its exact-request cache (``request_cache``) and
 a GRPO group's shared opening (``shared_opening``).
 
-May import: ``config``, ``envs``, ``net``, ``errors``, ``choices``, ``shared``.
+May import: ``config``, ``envs``, ``net``, ``review`` (what the customer may not say), ``errors``, ``choices``,
+``shared``.
 """

@@ -5,5 +5,6 @@ back a :class:`~.messages.FinishedEpisode`; :func:`~.play.play_request` is the o
 in the trainer's process (``tau_episode_workers: 0``), in a worker process (``process_pool.py``) or in a Ray actor
 (``ray_actors.py``), so the three give the same samples. ``pools.py`` picks the place from the config.
 
-May import: ``loop``, ``resources`` and everything below them; never an adapter (the front doors import this).
+May import: ``loop``, ``resources``, ``outcome``, ``data``, ``config``, ``episode``, ``shared``, ``errors``,
+``choices``; never an adapter (the front doors import this).
 """

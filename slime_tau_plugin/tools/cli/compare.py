@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from slime_tau_plugin.engine.errors import ConfigError
-from slime_tau_plugin.engine.metrics.noise import FLIPS, paired_test, per_task_pass_k
+from slime_tau_plugin.reporting.noise import FLIPS, paired_test, per_task_pass_k
 from slime_tau_plugin.tools.cli.run_files import read_summary
 from slime_tau_plugin.tools.cli.run_state import state_notes
 

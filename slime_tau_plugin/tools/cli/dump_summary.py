@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from types import SimpleNamespace
 from typing import Any
 
-from slime_tau_plugin.engine.metrics.reward_breakdown import reward_breakdown_metrics
-from slime_tau_plugin.engine.metrics.summary import domain_summary as domain_summary_metrics
+from slime_tau_plugin.reporting.reward_breakdown import reward_breakdown_metrics
+from slime_tau_plugin.reporting.summary import domain_summary as domain_summary_metrics
 from slime_tau_plugin.tools.cli.rollout_dump import DumpFile
 
 

@@ -25,14 +25,14 @@ from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.envs import TaskRef
 from slime_tau_plugin.engine.episode.result import SampleStatus
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
-from slime_tau_plugin.engine.metrics.summary import (
+from slime_tau_plugin.engine.net.loop_http import aclose_all
+from slime_tau_plugin.reporting.summary import (
     domain_summary,
     left_out,
     pass_k_summary,
     per_task_outcomes,
     per_task_table,
 )
-from slime_tau_plugin.engine.net.loop_http import aclose_all
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
 from slime_tau_plugin.tools.cli.review_view import review_summary_line
 
@@ -209,7 +209,7 @@ def summarize(samples: Sequence[RolloutSample], samples_per_task: int | None = N
 def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
     """``summary.domain_summary`` (slime's metric names) plus what a person reads after a run.
 
-    pass^k follows the one rule of ``engine/metrics/summary.py``, as slime's eval log does: a FAILED sample
+    pass^k follows the one rule of ``reporting/summary.py``, as slime's eval log does: a FAILED sample
     (policy server gone, endpoint error) or one past ``--episode-timeout-s`` (``deadline``) is no evidence about the
     model, so it is left out (``left_out``, and ``failed`` next to pass^k) instead of counted as a wrong answer.
     Mean reward and mean turns are taken over the same samples as pass^k.

@@ -4,7 +4,7 @@ share of wall time stays in [0, 1], per episode and pooled over a step (``tau_us
 from __future__ import annotations
 
 from slime_tau_plugin.engine.episode.cost import COST_KEY, ChatCost, CustomerCost
-from slime_tau_plugin.engine.metrics.customer_cost import cost_metrics
+from slime_tau_plugin.reporting.customer_cost import cost_metrics
 
 
 def test_metadata_round_trips_and_a_resume_adds_the_earlier_legs():

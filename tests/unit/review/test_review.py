@@ -14,12 +14,12 @@ from slime_tau_plugin.engine.episode.task_ref import TaskRef
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.loop.review import apply_verdict
-from slime_tau_plugin.engine.metrics.failure_guard import FailureGuardError
 from slime_tau_plugin.engine.review.checks import GO_AHEAD, ReviewInput, run_checks
 from slime_tau_plugin.engine.review.facts import FactKind, Grounding, stated_facts
 from slime_tau_plugin.engine.review.metrics import is_customer_error, review_metrics
 from slime_tau_plugin.engine.review.verdict import ReviewCheck, ReviewTag, Severity, Verdict
 from slime_tau_plugin.engine.users.review_judge import is_selected, parse_answer
+from slime_tau_plugin.reporting.failure_guard import FailureGuardError
 from slime_tau_plugin.tools.cli.review_view import review_html, review_lines, review_summary_line
 
 INSTRUCTIONS = (

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
-from slime_tau_plugin.engine.metrics.summary import is_success, left_out, tau_reward
+from slime_tau_plugin.reporting.summary import is_success, left_out, tau_reward
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """One pass^k rule: the same samples (some FAILED, one past its deadline) give slime's eval log and the CLI summary
-the same pass^k, with the episodes left out counted beside it (``engine/metrics/summary.py``)."""
+the same pass^k, with the episodes left out counted beside it (``reporting/summary.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from slime_tau_plugin.adapters.slime.metrics import eval_clock, log_eval
-from slime_tau_plugin.engine.metrics.summary import left_out
+from slime_tau_plugin.reporting.summary import left_out
 from slime_tau_plugin.tools.cli.runner import RolloutSample, summarize
 from tests.contracts.slime_sample import Sample
 from tests.unit.test_metrics import install_fake_slime_log

@@ -1,11 +1,11 @@
-"""The per-task record and the curriculum's rule (``engine/metrics/task_record.py``, ``curriculum.py``): pure."""
+"""The per-task record and the curriculum's rule (``reporting/task_history.py``, ``curriculum_rule.py``): pure."""
 
 from __future__ import annotations
 
 import json
 
-from slime_tau_plugin.engine.metrics.curriculum import CurriculumDraws, CurriculumSettings, task_weight
-from slime_tau_plugin.engine.metrics.task_record import RECORD_FILE, TaskRecord, TaskStats, task_outcomes
+from slime_tau_plugin.reporting.curriculum_rule import CurriculumDraws, CurriculumSettings, task_weight
+from slime_tau_plugin.reporting.task_history import RECORD_FILE, TaskRecord, TaskStats, task_outcomes
 from tests.contracts.slime_sample import Sample
 
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, SampleStatus, TerminationReason
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
-from slime_tau_plugin.engine.metrics.customer_cost import cost_metrics
-from slime_tau_plugin.engine.metrics.noise import pass_k_intervals
 from slime_tau_plugin.engine.review.metrics import is_customer_error, review_metrics
+from slime_tau_plugin.reporting.customer_cost import cost_metrics
+from slime_tau_plugin.reporting.noise import pass_k_intervals
 
 logger = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ import random
 
 import pytest
 
-from slime_tau_plugin.engine.metrics.noise import (
+from slime_tau_plugin.reporting.noise import (
     Interval,
     bootstrap_interval,
     paired_test,
     pass_k_intervals,
     per_task_pass_k,
 )
-from slime_tau_plugin.engine.metrics.summary import pass_hat_k
+from slime_tau_plugin.reporting.summary import pass_hat_k
 
 
 def synthetic_run(rates: list[float], trials: int, rng: random.Random) -> list[int]:

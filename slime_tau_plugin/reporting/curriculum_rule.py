@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slime_tau_plugin.engine.metrics.task_record import TaskStats
+from slime_tau_plugin.reporting.task_history import TaskStats
 
 __all__ = ["CurriculumDraws", "CurriculumSettings", "CurriculumStep", "down_weighted", "task_weight"]
 
