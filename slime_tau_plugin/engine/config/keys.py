@@ -81,6 +81,11 @@ class TauKeys(BaseModel):
         "GRPO: the samples of one group share the LLM customer's first message (one user-simulator request per "
         "group, the same text for all; training only, never evaluation; docs/user_review.md)",
     )
+    user_guidelines_file: str | None = setting(
+        None,
+        "a text file whose contents replace τ's user-simulator guidelines for this run (τ²'s simulation guidelines, "
+        "v1's rules; tau_user: llm only); the review and the cost report name it (docs/user_review.md; default: τ's)",
+    )
     user_cache_size: int = setting(
         0,
         "exact-request cache of the LLM user's deterministic requests (temperature 0 or a seed): answers kept per "

@@ -50,6 +50,8 @@ class ReviewCheck(str, enum.Enum):
     REPEATED_MESSAGE = "repeated_message"
     EMPTY_REPLY = "empty_reply"
     PASTED_INSTRUCTIONS = "pasted_instructions"
+    PREMATURE_STOP = "premature_stop"
+    """The customer stopped before a required write while the agent waited on it (``stops.py``)."""
     JUDGE = "judge"
     """τ²'s reviewer rubric through the judge endpoint."""
 
@@ -104,6 +106,9 @@ class Verdict:
     """τ's reward before the review (an excluded episode's sample holds 0)."""
     excluded: bool = False
     """The verdict took the episode out of training (``user_error``)."""
+    guidelines: str | None = None
+    """Which user-simulator guidelines the customer ran: ``tau`` (τ's own), ``name@hash`` of a
+    ``tau_user_guidelines_file``, None for the scripted customer."""
 
     @property
     def worst(self) -> Finding | None:
@@ -134,6 +139,7 @@ class Verdict:
             "judge_error": self.judge_error,
             "reward": self.reward,
             "excluded": self.excluded,
+            "guidelines": self.guidelines,
         }
 
     @classmethod
@@ -145,4 +151,5 @@ class Verdict:
             data.get("judge_error"),
             data.get("reward"),
             bool(data.get("excluded", False)),
+            data.get("guidelines"),
         )

@@ -41,6 +41,7 @@ LLM_USER_FLAGS = (
     "user_api_key_env",
     "user_temperature",
     "user_cache_size",
+    "user_guidelines_file",
     "user_token_budget_per_step",
     "user_token_budget_total",
 )
