@@ -86,7 +86,7 @@ async def review_episode(
     if judge is not None and is_selected(settings.judge_share, key):
         guidelines = str(ep.user.history[0].get("content") or "") if isinstance(ep.user, LLMUser) else ""
         extra, judge_error = await judge.review(
-            guidelines, review.instructions, review.messages, review.first_index, ep.net.deadline
+            guidelines, review.instructions, review.messages, review.first_index, ep.net.deadline, review.stop
         )
         findings = sorted([*findings, *extra], key=lambda f: f.message_index)
         judged = judge_error is None
@@ -97,6 +97,7 @@ async def review_episode(
         judge_error,
         reward=float(result.reward),
         guidelines=settings.guidelines,
+        stop=review.stop,
     )
     return replace(apply_verdict(result, verdict, settings), cost=ep.customer_cost())  # the review's cost too
 

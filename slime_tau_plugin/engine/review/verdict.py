@@ -109,6 +109,9 @@ class Verdict:
     guidelines: str | None = None
     """Which user-simulator guidelines the customer ran: ``tau`` (τ's own), ``name@hash`` of a
     ``tau_user_guidelines_file``, None for the scripted customer."""
+    stop: str | None = None
+    """The customer's last words when it ended the episode (τ never shows a stop to the agent, so it is in no
+    message; a ``premature_stop`` finding's ``message_index`` is ``len(messages)``, this stop)."""
 
     @property
     def worst(self) -> Finding | None:
@@ -140,6 +143,7 @@ class Verdict:
             "reward": self.reward,
             "excluded": self.excluded,
             "guidelines": self.guidelines,
+            "stop": self.stop,
         }
 
     @classmethod
@@ -152,4 +156,5 @@ class Verdict:
             data.get("reward"),
             bool(data.get("excluded", False)),
             data.get("guidelines"),
+            data.get("stop"),
         )

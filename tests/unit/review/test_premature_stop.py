@@ -76,3 +76,22 @@ def test_what_counts_as_waiting_on_the_customer() -> None:
     assert awaits_customer("What is your zip code?")
     assert not awaits_customer("Everything you asked for is done. Is there anything else I can help you with?")
     assert not awaits_customer("Your refund is on its way. Have a great day!")
+
+
+def test_the_judge_is_shown_the_stop_and_may_point_at_it() -> None:
+    from slime_tau_plugin.engine.users.review_judge import conversation_text
+
+    review = episode(CONFIRM, "Yes. ###STOP###")
+    text = conversation_text(review.messages, 1, review.stop)
+    assert text.splitlines()[-1] == "[5] User: Yes. ###STOP###"
+    assert "[5]" not in conversation_text(review.messages, 1)
+
+
+def test_the_verdict_keeps_the_stop_and_the_guidelines_through_metadata() -> None:
+    from slime_tau_plugin.engine.review.verdict import Verdict
+
+    findings = tuple(run_checks(episode(CONFIRM, "Yes. ###STOP###")))
+    verdict = Verdict(findings, (ReviewCheck.PREMATURE_STOP,), guidelines="fix.md@0123456789ab", stop="Yes. ###STOP###")
+    meta = verdict.as_metadata()
+    assert meta["stop"] == "Yes. ###STOP###" and meta["guidelines"] == "fix.md@0123456789ab"
+    assert Verdict.from_metadata(meta) == verdict
