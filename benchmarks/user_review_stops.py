@@ -52,8 +52,8 @@ def main() -> int:
     ns = p.parse_args()
     os.environ.setdefault("TAU_FAULTS_SEED", "7")
     lines = [
-        "| set | tasks (with a required write) | clean (scripted + serve-user): flagged | stopped early | before a required write | caught "
-        "| flagged | precision |",
+        "| set | tasks (with a required write) | clean (scripted + serve-user): flagged | stopped early "
+        "| before a required write | caught | flagged | precision |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     totals: Counter[str] = Counter()
