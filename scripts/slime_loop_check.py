@@ -101,7 +101,7 @@ def start_server(tok: str, latency_ms: int, log: Path, policy: str = "oracle") -
         port = s.getsockname()[1]
     cmd = [*cli(), "serve", "--policy", policy, f"--port={port}", f"--latency-ms={latency_ms}", f"--tokenizer={tok}"]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300  # a hang guard: a loaded box starts it slowly
     while http_get(url + "/health") != 200:
         if proc.poll() is not None or time.monotonic() > deadline:
             sys.exit(f"server did not come up ({' '.join(cmd)}):\n{log.read_text()[-3000:]}")

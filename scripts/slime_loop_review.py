@@ -84,9 +84,17 @@ def start_customer(invented: float, wrong: float, seed: int) -> tuple[Any, str, 
     return server, server.base_url, injected
 
 
-def check(args: Any, groups: list[list[Any]], tokenizer: Any, served: int) -> list[str]:
-    """What must hold on the step's samples (``served``: the customer server's request count); returns the
-    failures (empty: pass)."""
+def check(
+    args: Any,
+    groups: list[list[Any]],
+    tokenizer: Any,
+    served: int,
+    expected: str = "invented_identifier",
+    domain: str = "retail",
+) -> list[str]:
+    """What must hold on the step's samples (``served``: the customer server's request count; ``expected``: the
+    check that must have flagged each removed episode; ``domain``: the step's τ² domain); returns the failures
+    (empty: pass)."""
     from slime.ray import rollout
 
     from slime_tau_plugin.adapters.slime.advantages import post_process_rewards
@@ -108,7 +116,7 @@ def check(args: Any, groups: list[list[Any]], tokenizer: Any, served: int) -> li
             and s.remove_sample
             and meta["termination_reason"] == "user_error"
             and meta["failed_endpoint"] == "customer"
-            and finding["check"] == "invented_identifier"
+            and finding["check"] == expected
             and finding["severity"].startswith("critical")
             and sum(s.loss_mask) == 0
             and advantages[i] == 0.0
@@ -135,7 +143,7 @@ def check(args: Any, groups: list[list[Any]], tokenizer: Any, served: int) -> li
         if ids[: len(s.tokens)] != list(s.tokens):
             bad.append(f"sample {i} ({s.metadata['termination_reason']}) is not the template's render of its messages")
     metrics = episode_metrics(flat, ROLLOUT_PREFIX)
-    review = {k.split("retail/")[-1]: v for k, v in metrics.items() if "/review/" in k and v}
+    review = {k.split(f"{domain}/")[-1]: v for k, v in metrics.items() if "/review/" in k and v}
     print(
         f"samples {len(flat)} in {len(groups)} groups; flagged and removed {len(flagged)}; groups mixing a flagged "
         f"and clean episodes {mixed}"
@@ -145,7 +153,7 @@ def check(args: Any, groups: list[list[Any]], tokenizer: Any, served: int) -> li
         cells = [f"{raw[i]:.0f}/{advantages[i]:+.2f}{'*' if i in flagged else ''}" for i in range(g * n, g * n + n)]
         print("  " + "  ".join(cells))
     print(f"step metrics (review): {review}")
-    cost = {k.split("retail/")[-1]: round(v, 4) for k, v in metrics.items() if "/tau_user/cost_" in k}
+    cost = {k.split(f"{domain}/")[-1]: round(v, 4) for k, v in metrics.items() if "/tau_user/cost_" in k}
     counted = sum(s.metadata["tau_user_cost"]["user"]["requests"] for s in flat)
     print(f"step metrics (customer cost): {cost}; requests counted {counted}, the server saw {served}")
     if not cost.get("tau_user/cost_requests_per_episode") or not 0 < cost.get("tau_user/cost_wait_share", 0) <= 1:
@@ -153,10 +161,10 @@ def check(args: Any, groups: list[list[Any]], tokenizer: Any, served: int) -> li
     if not 0 < counted <= served:  # slime's over-sampling aborts groups: their requests are not in the step
         bad.append(f"the step's samples count {counted} customer requests, the server saw {served}")
     if not flagged:
-        bad.append("no episode was flagged: raise --invented-share")
+        bad.append(f"no episode was flagged by {expected}: raise its share")
     if not mixed:
         bad.append("no group mixed a flagged and a clean episode")
-    if metrics.get(f"{ROLLOUT_PREFIX}tau2/retail/review/excluded") != float(len(flagged)):
+    if metrics.get(f"{ROLLOUT_PREFIX}tau2/{domain}/review/excluded") != float(len(flagged)):
         bad.append("the step's review/excluded does not count the flagged episodes")
     return bad
 

@@ -134,8 +134,8 @@ class FakeEnvSession(EnvSession):
     def reference_reward(self, termination: TerminationReason) -> RewardResult:
         return self.reward(termination)
 
-    def user_system_prompt(self) -> str:
-        return f"You are a customer. {FAKE_INSTRUCTION}"
+    def user_system_prompt(self, guidelines: str | None = None) -> str:
+        return f"{guidelines or 'You are a customer.'} {FAKE_INSTRUCTION}"
 
 
 @dataclass

@@ -89,6 +89,11 @@ class TauKeys(BaseModel):
         "GRPO: the samples of one group share the LLM customer's first message (one user-simulator request per "
         "group, the same text for all; training only, never evaluation; docs/user_review.md)",
     )
+    user_guidelines_file: str | None = setting(
+        None,
+        "a text file whose contents replace τ's user-simulator guidelines for this run (τ²'s simulation guidelines, "
+        "v1's rules; tau_user: llm only); the review and the cost report name it (docs/user_review.md; default: τ's)",
+    )
     user_cache_size: int = setting(
         0,
         "exact-request cache of the LLM user's deterministic requests (temperature 0 or a seed): answers kept per "
@@ -355,6 +360,7 @@ KEY_READERS: Mapping[str, frozenset[Trainer]] = MappingProxyType({
     "benchmark": EVERY, "domain": EVERY, "split": EVERY, "retrieval_variant": EVERY,
     "tool_call_parser": EVERY, "reasoning_parser": EVERY, "tools_in_prompt": EVERY, "enable_thinking": EVERY,
     "user": EVERY, "user_base_url": EVERY, "user_model": EVERY, "user_api_key_env": EVERY,
+    "user_guidelines_file": EVERY,
     "user_timeout_s": EVERY, "user_retries": EVERY, "user_temperature": EVERY, "user_shared_opening": _GROUPED,
     "user_cache_size": EVERY, "user_token_budget_per_step": EVERY, "user_token_budget_total": EVERY,
     "scripted_user_replies": EVERY, "max_turns": EVERY, "max_errors": EVERY, "max_steps": EVERY,

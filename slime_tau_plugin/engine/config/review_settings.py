@@ -26,6 +26,8 @@ class ReviewSettings:
     keep_flagged: bool = False
     repeat_limit: int = 3
     judge_share: float = 0.0
+    guidelines: str | None = None
+    """Which user-simulator guidelines ran (``TauConfig.user_guidelines_label``): recorded in every verdict."""
 
     @classmethod
     def from_config(cls, config: TauConfig) -> ReviewSettings:
@@ -33,4 +35,5 @@ class ReviewSettings:
         checks = parse_names(config.review_checks, ReviewCheck, "tau_review_checks", tuple(CHECKS))
         tags = parse_names(config.review_critical_tags, ReviewTag, "tau_review_critical_tags")
         keep, share = config.review_keep_flagged, config.review_judge_share
-        return cls(config.review, checks, tags, keep, config.review_repeat_limit, share)
+        guidelines = config.user_guidelines_label()
+        return cls(config.review, checks, tags, keep, config.review_repeat_limit, share, guidelines)

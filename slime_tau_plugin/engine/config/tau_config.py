@@ -25,6 +25,7 @@ from pydantic import ValidationError, ValidationInfo, field_validator, model_val
 from slime_tau_plugin.engine.choices import AgentErrorRule, UserKind
 from slime_tau_plugin.engine.config import fields as cf
 from slime_tau_plugin.engine.config.fields import known_key
+from slime_tau_plugin.engine.config.guidelines import TAU_DEFAULT, UserGuidelines, load_guidelines
 from slime_tau_plugin.engine.config.keys import KEY_READERS, PROVIDED_BY, TauKeys, Trainer
 from slime_tau_plugin.engine.envs import BENCHMARKS, check_domain
 from slime_tau_plugin.engine.episode.limits import EpisodeLimits
@@ -152,6 +153,13 @@ class TauConfig(TauKeys):
                 f"{key('review_judge_share')}={self.review_judge_share:g} needs a judge endpoint: set "
                 f"{key('judge_base_url')} and {key('judge_model')}, or {key('review_judge_share')}: 0"
             )
+        if self.user_guidelines_file is not None:
+            if self.user is not UserKind.LLM:
+                raise ConfigError(
+                    f"{key('user_guidelines_file')} overrides the LLM user simulator's guidelines, but "
+                    f"{key('user')}={self.user.value} runs none; set {key('user')}: llm or drop the key"
+                )
+            load_guidelines(self.user_guidelines_file, key("user_guidelines_file"))
         budget = self.user_token_budget_per_step is not None or self.user_token_budget_total is not None
         if budget and self.episode_workers:
             raise ConfigError(
@@ -191,6 +199,20 @@ class TauConfig(TauKeys):
     def user_token_budget(self) -> UserTokenBudget:
         """The LLM user's token limits per rollout step and per run (``net/user_budget.py``)."""
         return UserTokenBudget(self.user_token_budget_per_step, self.user_token_budget_total)
+
+    def user_guidelines(self) -> UserGuidelines | None:
+        """The run's override of τ's user-simulator guidelines (``tau_user_guidelines_file``), or None: τ's own."""
+        if self.user_guidelines_file is None or self.user is not UserKind.LLM:
+            return None
+        return load_guidelines(self.user_guidelines_file)
+
+    def user_guidelines_label(self) -> str | None:
+        """Which guidelines the customer runs, as the review and the cost report record it: the override's
+        ``name@hash``, ``tau`` for τ's own, None for the scripted customer (it follows none)."""
+        if self.user is not UserKind.LLM:
+            return None
+        guidelines = self.user_guidelines()
+        return guidelines.label if guidelines is not None else TAU_DEFAULT
 
     def judge_endpoint(self) -> LLMEndpoint | None:
         """The NL-assertion judge's endpoint, or None for τ's default judge."""

@@ -154,6 +154,15 @@ class EnvSession(ABC):
         """
         return False
 
+    def required_writes(self) -> tuple[str, ...]:
+        """The tools of the task's reference actions by the agent that τ classes as writes, one per action.
+
+        What a customer must not stop before (``review/stops.py``). τ's own classification, never a list of ours:
+        τ²'s ``ToolType.WRITE``; τ-bench v1 (no tool types) the reference actions that change its database.
+        Empty where the backend cannot say (then no stop is judged premature).
+        """
+        return ()
+
     def state_hash(self) -> str:
         """A hash of this episode's databases (the records it touched: ``copy_on_access.touched_hash``).
 
@@ -180,8 +189,12 @@ class EnvSession(ABC):
         """τ's own, uncached evaluation of the same episode (slow): the parity reference."""
 
     @abstractmethod
-    def user_system_prompt(self) -> str:
-        """The LLM user's system prompt: τ's own user-simulator guidelines with this task's instruction."""
+    def user_system_prompt(self, guidelines: str | None = None) -> str:
+        """The LLM user's system prompt: τ's own user-simulator guidelines with this task's instruction.
+
+        ``guidelines`` (``tau_user_guidelines_file``'s text) replaces τ's guidelines; the instruction stays where
+        τ puts it, so what the customer is asked to do is the task's either way.
+        """
 
     script: TaskScript
     """The task's instruction and reference solution."""

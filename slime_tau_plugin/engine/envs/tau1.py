@@ -43,6 +43,8 @@ from slime_tau_plugin.engine.errors import ConfigError
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.episode.result import TerminationReason
 
+V1_RULES = "Rules:"
+"""Where v1's user prompt (``LLMUserSimulationEnv.build_system_prompt``) starts its rules."""
 SPLITS = TAU1_SPLITS
 """v1 has no split listing API: these are the ``task_split`` values its env classes accept (``names.py``)."""
 
@@ -81,6 +83,9 @@ class Tau1Session(EnvSession):
     def state_hash(self) -> str:
         return touched_hash(self.data)
 
+    def required_writes(self) -> tuple[str, ...]:
+        return self._backend.gold_writes(self._ref.domain, self._ref.split, self.task)
+
     def fast_reward(self, termination: TerminationReason) -> RewardResult:
         return fast_reward(self._domain, self.task, self.data, self._gold, self.actions, termination)
 
@@ -93,10 +98,15 @@ class Tau1Session(EnvSession):
         index = _task_index(ref, len(self._backend.tasks(ref.domain, ref.split)))
         return self._backend.v1_env(ref.domain, ref.split, index)
 
-    def user_system_prompt(self) -> str:
+    def user_system_prompt(self, guidelines: str | None = None) -> str:
         user_cls = self._domain.mods["envs.user"].LLMUserSimulationEnv
         # Its constructor calls the LLM; build_system_prompt needs no state.
-        return user_cls.__new__(user_cls).build_system_prompt(instruction=self.task.instruction)
+        prompt = user_cls.__new__(user_cls).build_system_prompt(instruction=self.task.instruction)
+        if guidelines is None:
+            return prompt
+        # v1's prompt is its opening and the instruction, then "Rules:" and the rules: the override replaces those
+        head, _, _ = prompt.partition(V1_RULES)
+        return f"{head.rstrip()}\n\n{V1_RULES}\n{guidelines}"
 
 
 def _task_index(ref: TaskRef, n_tasks: int) -> int:
@@ -119,6 +129,7 @@ class Tau1Backend(EnvBackend):
         self._domains: dict[str, Tau1Domain] = {}
         self._tasks: dict[tuple[str, str], list[Any]] = {}
         self._gold: dict[tuple[str, str, str], dict[str, dict]] = {}
+        self._writes: dict[tuple[str, str, str], tuple[str, ...]] = {}
         self._version = distribution_version()
 
     # --- tasks ---------------------------------------------------------------------------------
@@ -207,6 +218,15 @@ class Tau1Backend(EnvBackend):
             cached = self._gold.get(key)
             if cached is None:
                 cached = self._gold[key] = self.domain(domain).replay_gold(task)
+            return cached
+
+    def gold_writes(self, domain: str, split: str, task: Any) -> tuple[str, ...]:
+        """The task's reference actions that change v1's database (``Tau1Domain.gold_writes``), once per task."""
+        key = (domain, split, json.dumps(task.model_dump(), sort_keys=True))
+        with self._lock:
+            cached = self._writes.get(key)
+            if cached is None:
+                cached = self._writes[key] = self.domain(domain).gold_writes(task)
             return cached
 
     def package_version(self) -> dict[str, str]:

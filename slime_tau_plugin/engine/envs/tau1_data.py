@@ -138,6 +138,33 @@ class Tau1Domain:
             raise EnvBackendError(f"tau1/{self.name}: a gold action replaced a whole table; cannot cache its outcome")
         return {name: {k: dict.get(table, k, ABSENT) for k in table.owned} for name, table in data.items()}
 
+    def gold_writes(self, task: Any) -> tuple[str, ...]:
+        """The names of the task's reference actions that change the database, in order.
+
+        v1 has no tool types: what its reward checks is the database, so a write is an action that changed a
+        record when the reference actions are replayed in order (as :meth:`replay_gold`; a read only copies it).
+        """
+        data = self.episode_data()
+        writes = []
+        for action in task.actions:
+            if action.name in self.terminate_tools or action.name == RESPOND:
+                continue
+            before = {
+                (name, key): _kept(dict.get(table, key, ABSENT)) for name, table in data.items() for key in table.owned
+            }
+            self.run_tool(data, action.name, clone(dict(action.kwargs)))
+            if any(
+                dict.get(table, key, ABSENT) != before.get((name, key), self.pristine[name].get(key, ABSENT))
+                for name, table in data.items()
+                for key in table.owned
+            ):
+                writes.append(action.name)
+        return tuple(writes)
+
+
+def _kept(value: Any) -> Any:
+    return value if value is ABSENT else clone(value)
+
 
 def gold_database(domain: Tau1Domain, gold: dict[str, dict]) -> dict[str, dict]:
     """The whole gold database (pristine tables with the task's gold records applied)."""

@@ -91,6 +91,16 @@ class Tau2Session(EnvSession):
             return False
         return toolkit.tool_type(tool) == "read"
 
+    def required_writes(self) -> tuple[str, ...]:
+        toolkit = self.env.tools
+        if toolkit is None:
+            return ()
+        return tuple(
+            a.name
+            for a in self.script.gold_actions
+            if a.requestor == "assistant" and toolkit.has_tool(a.name) and toolkit.tool_type(a.name) == "write"
+        )
+
     def state_hash(self) -> str:
         """The touched records of the agent's and the user's databases (τ²'s own hash for one kept whole)."""
         parts = []
@@ -109,12 +119,14 @@ class Tau2Session(EnvSession):
         cls = msg.AssistantMessage if role == "assistant" else msg.UserMessage
         self.messages.append(cls(role=role, content=content))
 
-    def user_system_prompt(self) -> str:
+    def user_system_prompt(self, guidelines: str | None = None) -> str:
+        users = self._m["user.user_simulator"]
         tools = self._user_tool_objects() if self.user_tools else None
-        simulator = self._m["user.user_simulator"].UserSimulator(
-            tools=tools, instructions=str(self.task.user_scenario), llm=None
-        )
-        return simulator.system_prompt
+        simulator = users.UserSimulator(tools=tools, instructions=str(self.task.user_scenario), llm=None)
+        if guidelines is None:
+            return simulator.system_prompt
+        # τ²'s own template: the guidelines, then the task's <scenario> (simulation_guidelines*.md replaced)
+        return users.SYSTEM_PROMPT.format(global_user_sim_guidelines=guidelines, instructions=simulator.instructions)
 
     def _user_tool_objects(self) -> list[Any]:
         return [t for t in self.env.get_user_tools() if self._user_tool_allowed(t.name)]

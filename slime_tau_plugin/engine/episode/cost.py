@@ -69,6 +69,9 @@ class CustomerCost:
     """CPU time of the review's deterministic checks (the thread's own CPU time, off the event loop)."""
     wall_s: float = 0.0
     """The episode's wall time, its review included and suspensions excluded: the denominator of the shares."""
+    guidelines: str | None = None
+    """Which user-simulator guidelines the customer ran (``tau``, a ``tau_user_guidelines_file``'s ``name@hash``;
+    None for the scripted customer): a cost is only comparable between runs of the same customer."""
 
     @property
     def user_wait_share(self) -> float:
@@ -87,11 +90,12 @@ class CustomerCost:
             self.judge.plus(earlier.judge),
             self.review_cpu_s + earlier.review_cpu_s,
             self.wall_s,
+            self.guidelines or earlier.guidelines,
         )
 
     def as_metadata(self) -> dict[str, Any]:
         """JSON-safe: ``{"user": {...}, "judge": {...}, "review_cpu_s", "wall_s", "user_wait_share",
-        "judge_wait_share"}`` (the shares are derived, written for people reading a sample)."""
+        "judge_wait_share", "guidelines"}`` (the shares are derived, written for people reading a sample)."""
         return {
             "user": _rounded(asdict(self.user)),
             "judge": _rounded(asdict(self.judge)),
@@ -99,6 +103,7 @@ class CustomerCost:
             "wall_s": round(self.wall_s, 4),
             "user_wait_share": round(self.user_wait_share, 4),
             "judge_wait_share": round(self.judge_wait_share, 4),
+            "guidelines": self.guidelines,
         }
 
     @classmethod
@@ -111,6 +116,7 @@ class CustomerCost:
             ChatCost.from_dict(data.get("judge")),
             _number(data.get("review_cpu_s")),
             _number(data.get("wall_s")),
+            data.get("guidelines") if isinstance(data.get("guidelines"), str) else None,
         )
 
 

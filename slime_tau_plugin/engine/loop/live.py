@@ -75,6 +75,8 @@ class LiveEpisode:
     """What the customer cost on earlier legs (a resumed episode)."""
     review_cpu_s: float = 0.0
     """CPU time of the review's deterministic checks (``loop/review.py``)."""
+    guidelines: str | None = None
+    """Which user-simulator guidelines the customer runs (``TauConfig.user_guidelines_label``): in its cost."""
     ended: TerminationReason | None = None
     """Set when the episode is over before the model's first turn (a task whose history ends with the user's stop)."""
 
@@ -84,7 +86,9 @@ class LiveEpisode:
     def customer_cost(self) -> CustomerCost:
         """What the customer and its review have cost so far, earlier legs included."""
         net = self.net
-        now = CustomerCost(_frozen(net.user_chat), _frozen(net.judge_chat), self.review_cpu_s, self.active_s())
+        now = CustomerCost(
+            _frozen(net.user_chat), _frozen(net.judge_chat), self.review_cpu_s, self.active_s(), self.guidelines
+        )
         return now.plus(self.cost_before)
 
     def count_user_turn(self, turn: UserTurn) -> None:

@@ -15,7 +15,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from slime_tau_plugin.engine.config.review_settings import ReviewSettings
+from slime_tau_plugin.engine.envs.base import STOP_MARKER
 from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
+from slime_tau_plugin.engine.episode.state import ActionKind
 from slime_tau_plugin.engine.errors import FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_cpu
 from slime_tau_plugin.engine.loop.start import prompt_messages
@@ -27,7 +29,7 @@ from slime_tau_plugin.engine.users.simulators import LLMUser
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.loop.live import LiveEpisode
 
-__all__ = ["apply_verdict", "review_episode", "review_input"]
+__all__ = ["apply_verdict", "review_episode", "review_input", "stop_words"]
 
 
 def review_input(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSettings) -> ReviewInput:
@@ -36,6 +38,7 @@ def review_input(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSetting
     history = session.history if session is not None else None
     first = prompt_messages(history) - (1 if history is None else 0)  # the simulator's opening itself is reviewed
     outputs = ep.user.tool_outputs() if ep.user is not None else ()
+    calls = tuple(a.name for a in session.log if a.kind is ActionKind.AGENT) if session is not None else ()
     return ReviewInput(
         instructions=session.script.user_instructions if session is not None else "",
         messages=result.messages,
@@ -43,7 +46,22 @@ def review_input(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSetting
         first_index=first,
         tool_outputs=tuple(outputs),
         repeat_limit=settings.repeat_limit,
+        stop=stop_words(ep, result),
+        required_writes=session.required_writes() if session is not None else (),
+        agent_calls=calls,
     )
+
+
+def stop_words(ep: LiveEpisode, result: EpisodeResult) -> str | None:
+    """The simulated customer's last words when it ended the episode, else None (a stop in the task's own history
+    is τ's, not the simulator's). τ never shows a stop to the agent, so it is not in ``result.messages``: the LLM
+    user keeps it as its last message; the scripted user's stop is the marker alone."""
+    if result.termination is not TerminationReason.USER_STOP or ep.ended is not None:
+        return None
+    history = ep.user.history if isinstance(ep.user, LLMUser) else None
+    if history and history[-1].get("role") == "assistant":
+        return str(history[-1].get("content") or "")
+    return STOP_MARKER
 
 
 async def review_episode(
@@ -68,11 +86,19 @@ async def review_episode(
     if judge is not None and is_selected(settings.judge_share, key):
         guidelines = str(ep.user.history[0].get("content") or "") if isinstance(ep.user, LLMUser) else ""
         extra, judge_error = await judge.review(
-            guidelines, review.instructions, review.messages, review.first_index, ep.net.deadline
+            guidelines, review.instructions, review.messages, review.first_index, ep.net.deadline, review.stop
         )
         findings = sorted([*findings, *extra], key=lambda f: f.message_index)
         judged = judge_error is None
-    verdict = Verdict(tuple(findings), settings.checks, judged, judge_error, reward=float(result.reward))
+    verdict = Verdict(
+        tuple(findings),
+        settings.checks,
+        judged,
+        judge_error,
+        reward=float(result.reward),
+        guidelines=settings.guidelines,
+        stop=review.stop,
+    )
     return replace(apply_verdict(result, verdict, settings), cost=ep.customer_cost())  # the review's cost too
 
 

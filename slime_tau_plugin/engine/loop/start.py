@@ -115,6 +115,7 @@ async def _tooling_and_user(
     ep.template, ep.parser = await calls.blocking(resources.tooling.get, session.tools, error=EnvBackendError)
     runner = calls.runner(EnvBackendError)
     ep.user = await calls.user(ep, make_user(resources.config, session, runner, resources.user_client, seed, group))
+    ep.guidelines = resources.config.user_guidelines_label()
 
 
 def _trailing_model_ids(traj: Trajectory) -> int:

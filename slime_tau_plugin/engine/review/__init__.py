@@ -10,6 +10,7 @@ the users can name them:
 - ``verdict.py``: τ²'s tags and severities, a finding, the verdict (``metadata["tau_review"]``).
 - ``facts.py``: the identifiers, amounts and names a customer states, and what grounds them.
 - ``checks.py``: the deterministic checks and how a finding gets its severity.
+- ``stops.py``: the premature stop (a customer that ends before the required write while the agent waits on it).
 - ``names.py``: a comma list of checks or tags, checked.
 - ``metrics.py``: per-step counts by tag, severity, check and task.
 

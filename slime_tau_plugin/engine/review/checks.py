@@ -15,7 +15,7 @@ gets its severity (τ² defines it by the outcome, which a string check cannot s
 The stand-ins' fixed "go ahead" answer (:data:`GO_AHEAD`) is never a loop. The opening is never checked for pasted
 instructions: the stand-in customers (``tau_user=scripted`` and
 ``serve-user``) open with their whole scenario by design, and that opening is the instructions themselves.
-Imports only ``facts`` and ``verdict``.
+Imports only ``facts``, ``stops`` and ``verdict``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slime_tau_plugin.engine.review.facts import Grounding, stated_facts
+from slime_tau_plugin.engine.review.stops import premature_stop
 from slime_tau_plugin.engine.review.verdict import Finding, ReviewCheck, ReviewTag, Severity
 
 __all__ = ["CHECKS", "DEFAULT_CHECKS", "GO_AHEAD", "PASTE_WORDS", "ReviewInput", "run_checks"]
@@ -53,6 +54,12 @@ class ReviewInput:
     tool_outputs: tuple[str, ...] = ()
     """What the customer's own tools showed it."""
     repeat_limit: int = 3
+    stop: str | None = None
+    """The customer's last words when it ended the episode (τ's stop marker in them), else None (``stops.py``)."""
+    required_writes: tuple[str, ...] = ()
+    """The tools of the task's reference writes by the agent, as τ classes them (``EnvSession.required_writes``)."""
+    agent_calls: tuple[str, ...] = ()
+    """The tools the agent called, in order (errors included)."""
 
     @property
     def passed(self) -> bool:
@@ -220,6 +227,7 @@ CHECKS: dict[ReviewCheck, Callable[[ReviewInput], list[Finding]]] = {
     ReviewCheck.REPEATED_MESSAGE: repeated_messages,
     ReviewCheck.EMPTY_REPLY: empty_or_garbled,
     ReviewCheck.PASTED_INSTRUCTIONS: pasted_instructions,
+    ReviewCheck.PREMATURE_STOP: premature_stop,
 }
 """``tau_review_checks`` names -> the check. A new check is a function here and a ``ReviewCheck`` member."""
 DEFAULT_CHECKS = tuple(CHECKS)

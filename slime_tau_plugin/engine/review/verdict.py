@@ -50,6 +50,8 @@ class ReviewCheck(str, enum.Enum):
     REPEATED_MESSAGE = "repeated_message"
     EMPTY_REPLY = "empty_reply"
     PASTED_INSTRUCTIONS = "pasted_instructions"
+    PREMATURE_STOP = "premature_stop"
+    """The customer stopped before a required write while the agent waited on it (``stops.py``)."""
     JUDGE = "judge"
     """τ²'s reviewer rubric through the judge endpoint."""
 
@@ -104,6 +106,12 @@ class Verdict:
     """τ's reward before the review (an excluded episode's sample holds 0)."""
     excluded: bool = False
     """The verdict took the episode out of training (``user_error``)."""
+    guidelines: str | None = None
+    """Which user-simulator guidelines the customer ran: ``tau`` (τ's own), ``name@hash`` of a
+    ``tau_user_guidelines_file``, None for the scripted customer."""
+    stop: str | None = None
+    """The customer's last words when it ended the episode (τ never shows a stop to the agent, so it is in no
+    message; a ``premature_stop`` finding's ``message_index`` is ``len(messages)``, this stop)."""
 
     @property
     def worst(self) -> Finding | None:
@@ -134,6 +142,8 @@ class Verdict:
             "judge_error": self.judge_error,
             "reward": self.reward,
             "excluded": self.excluded,
+            "guidelines": self.guidelines,
+            "stop": self.stop,
         }
 
     @classmethod
@@ -145,4 +155,6 @@ class Verdict:
             data.get("judge_error"),
             data.get("reward"),
             bool(data.get("excluded", False)),
+            data.get("guidelines"),
+            data.get("stop"),
         )

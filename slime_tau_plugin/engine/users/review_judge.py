@@ -66,8 +66,10 @@ def is_selected(share: float, episode_key: str) -> bool:
     return share > 0 and (zlib.crc32(episode_key.encode()) / 2**32) < share
 
 
-def conversation_text(messages: Sequence[dict[str, Any]], first_index: int) -> str:
-    """The conversation as the customer saw it, each message with its index: agent text without tool calls."""
+def conversation_text(messages: Sequence[dict[str, Any]], first_index: int, stop: str | None = None) -> str:
+    """The conversation as the customer saw it, each message with its index: agent text without tool calls; the
+    customer's stop (never shown to the agent, so not in ``messages``) last, numbered ``len(messages)``, as τ²'s
+    judge sees it in the trajectory."""
     lines = []
     for i, m in enumerate(messages):
         if i < first_index and m.get("role") != "user":
@@ -79,6 +81,8 @@ def conversation_text(messages: Sequence[dict[str, Any]], first_index: int) -> s
             said = _CALL.sub("", text).strip()
             if said:
                 lines.append(f"[{i}] Agent: {said}")
+    if stop is not None:
+        lines.append(f"[{len(messages)}] User: {stop}")
     return "\n".join(lines)
 
 
@@ -123,18 +127,21 @@ class JudgeReviewer:
         messages: Sequence[dict[str, Any]],
         first_index: int,
         deadline: float | None,
+        stop: str | None = None,
     ) -> tuple[list[Finding], str | None]:
-        """The judge's findings, or ``([], why)`` when it failed (never an exception)."""
+        """The judge's findings, or ``([], why)`` when it failed (never an exception); ``stop``: the customer's
+        last words when it ended the episode (a premature stop is the judge's to see too)."""
         left = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
         if left <= 0:
             return [], "the episode's deadline passed before the judge could be asked"
         customer = [i for i, m in enumerate(messages) if i >= first_index and m.get("role") == "user"]
+        customer += [len(messages)] if stop is not None else []
         prompt = [
             {"role": "system", "content": self.system.format(user_guidelines=guidelines or "(none given)")},
             {
                 "role": "user",
                 "content": self.request.format(
-                    user_instructions=instructions, conversation=conversation_text(messages, first_index)
+                    user_instructions=instructions, conversation=conversation_text(messages, first_index, stop)
                 ),
             },
         ]

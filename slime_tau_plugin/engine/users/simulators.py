@@ -239,7 +239,9 @@ async def _llm(
     if client is None:
         raise ConfigError("tau_user=llm needs tau_user_base_url and tau_user_model")
     shared = group if config.user_shared_opening else None
-    return LLMUser(session, blocking, client, await blocking(session.user_system_prompt), seed, shared)
+    guidelines = config.user_guidelines()
+    prompt = await blocking(session.user_system_prompt, guidelines.text if guidelines is not None else None)
+    return LLMUser(session, blocking, client, prompt, seed, shared)
 
 
 USER_SIMULATORS: dict[UserKind, Callable[..., Awaitable[UserSimulator]]] = {

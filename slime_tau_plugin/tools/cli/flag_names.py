@@ -41,6 +41,7 @@ LLM_USER_FLAGS = (
     "user_api_key_env",
     "user_temperature",
     "user_cache_size",
+    "user_guidelines_file",
     "user_token_budget_per_step",
     "user_token_budget_total",
 )
@@ -54,6 +55,8 @@ REWARD_FLAGS = (
     "judge_timeout_s",
     "judge_retries",
 )
+REVIEW_FLAGS = ("review_judge_share",)
+"""The customer review's judge share: measuring τ²'s rubric on a judge endpoint (benchmarks/user_review_judge.py)."""
 CONFIG_FLAGS = (
     *TASK_FLAGS,
     *POLICY_FLAGS,
@@ -64,6 +67,7 @@ CONFIG_FLAGS = (
     *USER_FLAGS,
     *LLM_USER_FLAGS,
     *REWARD_FLAGS,
+    *REVIEW_FLAGS,
 )
 """Every ``TauConfig`` field with a generated ``rollout`` flag of the same name."""
 

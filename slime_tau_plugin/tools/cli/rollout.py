@@ -30,6 +30,7 @@ from slime_tau_plugin.tools.cli.flag_names import (
     LLM_USER_FLAGS,
     POLICY_FLAGS,
     RELIABILITY_FLAGS,
+    REVIEW_FLAGS,
     REWARD_FLAGS,
     TASK_FLAGS,
     TERMINATION_FLAGS,
@@ -110,6 +111,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_config_flags(user, USER_FLAGS)
     add_config_flags(user, LLM_USER_FLAGS, unset=True)
     add_config_flags(p.add_argument_group("reward"), REWARD_FLAGS)
+    add_config_flags(p.add_argument_group("customer review"), REVIEW_FLAGS)
     out = p.add_argument_group("output")
     out.add_argument("--out", default=None, metavar="DIR", help=OUT_HELP)
     again = out.add_mutually_exclusive_group()

@@ -23,6 +23,7 @@ from slime_tau_plugin.adapters.slime.generate import play_sample
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.data import task_row
 from slime_tau_plugin.engine.envs import TaskRef
+from slime_tau_plugin.engine.episode.cost import COST_KEY
 from slime_tau_plugin.engine.episode.result import SampleStatus
 from slime_tau_plugin.engine.episode.task_ref import task_id_of
 from slime_tau_plugin.engine.net.loop_http import aclose_all
@@ -236,6 +237,9 @@ def _domain_summary(group: list[RolloutSample]) -> dict[str, Any]:
         "tau_package": sorted(
             {f"{m['tau_package']} {m.get('tau_version')}" for m in (s.metadata for s in group) if m.get("tau_package")}
         ),
+        "user_guidelines": sorted(  # which user-simulator guidelines ran (tau_user_guidelines_file): cost report
+            {str(g) for s in group if (g := (s.metadata.get(COST_KEY) or {}).get("guidelines"))}
+        ),
     }
 
 
@@ -279,6 +283,8 @@ def cost_summary_line(d: dict[str, Any]) -> str:
         f"failed), tokens {c['prompt_tokens_per_episode']:.0f} in / {c['completion_tokens_per_episode']:.0f} out, "
         f"{c['wait_share']:.1%} of wall time waiting"
     )
+    if d.get("user_guidelines"):
+        line += f", guidelines {', '.join(d['user_guidelines'])}"
     if c.get("judge_requests_per_episode"):
         line += (
             f" | review judge: {c['judge_requests_per_episode']:.1f} requests, "

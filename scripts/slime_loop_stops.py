@@ -1,0 +1,143 @@
+"""A customer that stops before the required write, inside slime's OWN rollout loop (issue 40 §3): the review's
+``premature_stop`` takes the episode out of training; the other episodes of its group are trained on.
+
+Drives slime's ``generate_rollout_async`` as ``slime_loop_review.py`` does (its server, its slime args, our
+``generate``, ``tau_user: llm`` on the built-in chat user server), on τ² telecom train tasks whose reference
+solution has an agent write (τ²'s ``ToolType.WRITE``: ``enable_roaming``, ``refuel_data``...) after the customer's
+own phone steps. The oracle asks the customer to act on its phone before it can make that write; ``--stop-share``
+of those requests are answered with a stop (``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the
+customer ends while the agent waits on it, the write never happens, τ's reward is 0, and the review must call it
+``premature_stop`` (``premature_termination``, ``critical_hindered``) and make the episode ``user_error``.
+
+Then ``slime_loop_review.check``: slime's own ``RolloutManager._post_process_rewards`` with our hook, every
+flagged sample FAILED with advantage 0 and loss mask 0, its group's clean samples trained on, the step's review
+metrics, template fidelity of every sample. Exit 0 only if every check holds; 2 without slime.
+
+    PYTHONPATH=$PWD:$PWD/scripts:/work/slime-scratch /work/slime-venv/bin/python scripts/slime_loop_stops.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import slime_loop_check as loop
+import slime_loop_faults as faults
+import slime_loop_review as review
+
+DOMAIN = "telecom"
+
+
+def prepare_writes(tmp: Path) -> tuple[Path, Path, int]:
+    """τ² telecom's train rows whose task requires an agent write (``EnvSession.required_writes``), and the eval
+    config ``prepare`` writes; returns (train file, eval config, rows kept)."""
+    from slime_tau_plugin.engine.envs import get_backend
+    from slime_tau_plugin.engine.episode.task_ref import TaskRef
+
+    everything = tmp / "all.jsonl"
+    cmd = [*loop.cli(), "prepare", "--benchmark", "tau2", "--domain", DOMAIN, "--split", "train"]
+    cmd += ["--out", str(everything), "--eval", f"tau2/{DOMAIN}/test"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
+    backend = get_backend("tau2")
+    refs = {ref.task_id: ref for ref in backend.task_refs(DOMAIN, "train")}
+    kept = []
+    for line in everything.read_text().splitlines():
+        meta = json.loads(line)["metadata"]
+        ref: TaskRef | None = refs.get(str(meta.get("task_id")))
+        if ref is not None and backend.open(ref).required_writes():
+            kept.append(line)
+    train = tmp / "train.jsonl"
+    train.write_text("\n".join(kept) + "\n")
+    return train, next(p for p in tmp.glob("*.y*ml")), len(kept)
+
+
+def start_customer(share: float, seed: int) -> tuple[Any, str, collections.Counter]:
+    """The chat user server; ``share`` of the oracle's requests to act on the phone are answered with a stop."""
+    from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
+    from slime_tau_plugin.tools.servers.customer_faults import EARLY_STOP_LINE
+    from slime_tau_plugin.tools.servers.fake_models import ASK_USER
+
+    rng, lock = random.Random(seed), threading.Lock()
+    told: collections.Counter = collections.Counter()
+
+    def reply(messages: list[dict], tools: list[dict] | None) -> dict:
+        last = messages[-1] if messages else {}
+        if last.get("role") == "user" and ASK_USER in str(last.get("content") or ""):  # the agent waits on it
+            with lock:
+                draw = rng.random()
+            if draw < share:
+                told["stopped instead of acting"] += 1
+                return {"role": "assistant", "content": EARLY_STOP_LINE}
+            told["acted"] += 1
+        return scripted_user_reply(messages, tools, 2)  # serve-user's --max-replies 2: "go ahead" when asked
+
+    server = ChatUserServer(reply=reply).start()
+    return server, server.base_url, told
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n-train-groups", type=int, default=4)
+    p.add_argument("--n-samples-per-prompt", type=int, default=4)
+    p.add_argument("--stop-share", type=float, default=0.3)
+    p.add_argument("--seed", type=int, default=5)
+    ns = p.parse_args()
+    try:
+        from slime.rollout.sglang_rollout import generate_rollout_async
+        from slime.utils.async_utils import run
+        from slime.utils.http_utils import init_http_client
+        from slime.utils.misc import load_function
+    except ImportError as exc:
+        print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in slime's venv")
+        return 2
+    from slime_tau_plugin.engine.chat.templates import load_tokenizer
+
+    ns.extra_groups, ns.max_response_len, ns.max_tokens_per_gpu, ns.max_context_len = 2, 1024, 16384, 16384
+    ns.filter, ns.extra_flags = "none", ""
+    tok = loop.tokenizer_dir()
+    server = user = None
+    with tempfile.TemporaryDirectory(prefix="slime-stops-") as tmp_name:
+        tmp = Path(tmp_name)
+        try:
+            train, eval_yaml, rows = prepare_writes(tmp)
+            server, url = loop.start_server(tok, 0, tmp / "server.log")
+            user, user_url, told = start_customer(ns.stop_share, ns.seed)
+            tau_yaml = tmp / "tau.yaml"
+            tau = faults.user_yaml(loop.TAU_YAML, user_url).replace("tau_domain: retail", f"tau_domain: {DOMAIN}")
+            tau_yaml.write_text(tau.replace("}", review.REVIEW_YAML))
+            args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
+            init_http_client(args)
+            data_source = load_function(args.data_source_path)(args)
+            out, _ = run(generate_rollout_async(args, 0, data_source.get_samples))
+        finally:
+            loop.stop_started(server, user)
+    print(f"train rows with a required write: {rows}; the customer, asked to act: {dict(told)}")
+    bad = review.check(args, out.samples, load_tokenizer(tok), user.requests.total, "premature_stop", DOMAIN)
+    flat = [s for g in out.samples for s in g]
+    for i, s in enumerate(flat):
+        meta = s.metadata.get("tau_review") or {}
+        for finding in meta.get("findings") or []:
+            if finding["check"] != "premature_stop" or finding["severity"] != "critical_hindered":
+                bad.append(f"sample {i}: an unexpected finding {finding}")
+    if told["stopped instead of acting"] < sum(
+        bool((s.metadata.get("tau_review") or {}).get("excluded")) for s in flat
+    ):
+        bad.append("more episodes were removed than the customer stopped early")
+    for line in bad:
+        print(f"FAIL: {line}")
+    print("PASS" if not bad else f"FAIL ({len(bad)} checks)")
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
