@@ -1,0 +1,158 @@
+"""The customer review's extractor and speech-act classifier, measured on every τ domain (issue 40 §1, §2).
+
+1. **Coverage**: of the fact-like values each task's instructions state, the share the extractor
+   (``engine/review/facts.py``) finds. A task's fact-like values are the leaf values of its reference actions'
+   arguments (ids, names, zip codes, emails, dates, amounts, cabins, flight numbers, ...) that its instructions
+   spell out; a value is found when every letter and digit of its occurrence lies inside an extracted span.
+2. **Speech acts** (``engine/review/speech_acts.py``): agent messages detected / total, and customer messages
+   falsely detected / total. Agent messages: the built-in oracle policy's text turns in the clean runs of
+   ``benchmarks/user_review.py`` (``--runs``), plus τ's own fixed agent lines (the transfer message); τ's tasks
+   carry no agent history (τ² ``initial_state.message_history`` is empty in the tasks we load, v1 has none).
+   Customer messages: the stand-ins' turns in those runs (scripted and serve-user: the opening, the "go ahead",
+   the telecom tool reports) and each task's instructions turned into first-person customer sentences ("You
+   want to cancel your order" -> "I want to cancel my order").
+3. **Cost**: µs per customer message of each.
+
+    PYTHONPATH=$PWD python benchmarks/review_grounding.py --runs runs/user_review
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from slime_tau_plugin.engine.envs import get_backend
+from slime_tau_plugin.engine.review.facts import stated_facts
+from slime_tau_plugin.engine.review.speech_acts import agent_acts
+
+SETS = (("tau2", "retail"), ("tau2", "airline"), ("tau2", "telecom"), ("tau1", "retail"), ("tau1", "airline"))
+NOT_FACTS = {"yes", "no", "true", "false", "True", "False"}
+"""Argument values that answer a question rather than state a fact (insurance: "no")."""
+TAU_AGENT_LINES = ("YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.",)
+_SWAP = {"you": "I", "your": "my", "yours": "mine", "yourself": "myself", "you're": "I'm", "you've": "I've",
+         "you'll": "I'll", "you'd": "I'd", "are": "am"}  # fmt: skip
+
+
+def leaves(obj: Any) -> Iterator[str]:
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from leaves(v)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            yield from leaves(v)
+    elif isinstance(obj, str | int | float) and not isinstance(obj, bool):
+        yield str(obj)
+
+
+def coverage(benchmark: str, domain: str) -> tuple[int, int, list[str]]:
+    backend = get_backend(benchmark)
+    found = total = 0
+    missed: list[str] = []
+    for ref in backend.task_refs(domain, "test"):
+        script = backend.script(ref)
+        text = script.user_instructions
+        spans = [(f.start, f.start + len(f.text)) for f in stated_facts(text)]
+        values = {v for a in script.gold_actions for v in leaves(a.arguments) if len(v) > 1} - NOT_FACTS
+        for value in sorted(values):
+            hit = re.search(rf"(?<![\w#]){re.escape(value)}(?!\w)", text, re.I)
+            if hit is None:
+                continue
+            at = hit.start()
+            total += 1
+            chars = [at + k for k, c in enumerate(value) if c.isalnum()]
+            if all(any(a <= c < b for a, b in spans) for c in chars):
+                found += 1
+            else:
+                missed.append(value)
+    return found, total, missed
+
+
+_YOU = re.compile(r"\b(you(?:r|rs|rself|'re|'ve|'ll|'d)?|are)\b", re.I)
+
+
+def first_person(instructions: str) -> list[str]:
+    """The instructions as a customer would say them: sentences with you/your turned into I/my."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", instructions):
+        if not re.search(r"\byou", sentence, re.I):
+            continue
+        words = _YOU.sub(lambda m: _SWAP.get(m.group(1).lower(), m.group(1)), sentence)
+        out.append(words.strip())
+    return out
+
+
+def run_messages(runs: Path, benchmark: str, domain: str) -> tuple[list[str], list[str]]:
+    """(agent text turns, customer turns) of the clean runs of one set."""
+    agent: list[str] = []
+    customer: list[str] = []
+    for kind in ("scripted", "served"):
+        path = runs / f"{benchmark}_{domain}_{kind}" / "samples.jsonl"
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            messages = json.loads(line)["metadata"].get("messages") or []
+            for m in messages[1:]:
+                text = str(m.get("content") or "")
+                if m.get("role") == "user":
+                    customer.append(text)
+                elif m.get("role") == "assistant" and "<tool_call>" not in text and text.strip():
+                    agent.append(re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip())
+    return agent, customer
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", default="runs/user_review", help="benchmarks/user_review.py's --out")
+    ns = p.parse_args()
+    runs = Path(ns.runs)
+    cov = ["| set | values in the instructions | found | share | missed (examples) |", "|---|---:|---:|---:|---|"]
+    acts = [
+        "| set | agent messages: detected / total | customer messages (runs): falsely detected / total "
+        "| customer sentences (instructions): falsely detected / total |",
+        "|---|---:|---:|---:|",
+    ]
+    every_customer: list[str] = []
+    for benchmark, domain in SETS:
+        found, total, missed = coverage(benchmark, domain)
+        cov.append(f"| {benchmark}/{domain} test | {total} | {found} | {found / max(total, 1):.3f} | "
+                   f"{', '.join(sorted(set(missed))[:4])} |")  # fmt: skip
+        agent, customer = run_messages(runs, benchmark, domain)
+        agent += TAU_AGENT_LINES
+        backend = get_backend(benchmark)
+        refs = backend.task_refs(domain, "test")
+        sentences = [s for ref in refs for s in first_person(backend.script(ref).user_instructions)]
+        hit_agent = sum(bool(agent_acts(t)) for t in agent)
+        false_runs = [t for t in customer if agent_acts(t)]
+        false_sent = [t for t in sentences if agent_acts(t)]
+        acts.append(f"| {benchmark}/{domain} | {hit_agent} / {len(agent)} | {len(false_runs)} / {len(customer)} | "
+                    f"{len(false_sent)} / {len(sentences)} |")  # fmt: skip
+        for t in (false_runs + false_sent)[:5]:
+            print(f"false: {benchmark}/{domain}: {agent_acts(t)} {t[:160]!r}", file=sys.stderr)
+        for t in sorted({t for t in agent if not agent_acts(t)})[:6]:
+            print(f"missed agent: {benchmark}/{domain}: {t[:160]!r}", file=sys.stderr)
+        every_customer += customer + sentences
+    t0 = time.perf_counter()
+    for t in every_customer:
+        agent_acts(t)
+    acts_us = (time.perf_counter() - t0) / max(len(every_customer), 1) * 1e6
+    t0 = time.perf_counter()
+    for t in every_customer:
+        stated_facts(t)
+    facts_us = (time.perf_counter() - t0) / max(len(every_customer), 1) * 1e6
+    print("\n".join(cov))
+    print()
+    print("\n".join(acts))
+    print()
+    print(f"cost over {len(every_customer)} customer messages: speech acts {acts_us:.0f} µs, facts {facts_us:.0f} µs "
+          "per message")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""The agent's speech acts in a customer message, read off a sentence's make-up rather than one phrase list.
+
+A customer asks, answers, confirms and stops. The service side offers to look things up or act *for the other
+side*, reports what it did *to the other side's* records, asks the other side to prove who they are, and greets or
+closes *as the service*. Each sentence is reduced to a few features and scored; :func:`agent_acts` names the acts
+found. The features are about who acts on whose things, not wording:
+
+- ``actor``: the subject nearest before a service verb is first person (``I``, ``we``, ``let me``, ``allow me``),
+  not ``you`` ("can you check my order?" and "I'd like you to cancel it" have the customer asking);
+- ``service``: the verb is one of the service's (look up, check, pull up, process, cancel, refund, update, book,
+  verify, help, assist, ... in any inflection);
+- ``theirs``: its object belongs to the other side (``your`` + a noun that is not the company's own: "your order",
+  not "your website"; "for you"; a bare ``you`` only after help, assist, serve, transfer, refund, credit);
+- ``offer``: a modal of offering before it (``let me``, ``I can``, ``I'll``, ``I'd be happy to``, ``shall I``);
+- ``done``: a perfect or past form (``I've``, ``I have``, ``I just``, ``-ed``), or "your X has been <done>";
+- ``identity``: a request (``could you``, ``please``, ``may I``, ``what is``, ``I need``, a question) for ``your`` +
+  an identity noun (email, name, zip, user id, phone, date of birth, ...);
+- ``service voice``: thanking the other side for contacting *us*, welcoming them *to* somewhere, asking whether
+  there is "anything else" (not "anything else you need from me"), a role label, a tool call.
+
+An act is ``offer`` = actor + offer + service + theirs; ``report`` = actor + done + service + theirs, or the
+passive "your X has been <done>" / "you are being <done>"; ``verify`` = identity; ``greet`` = service voice or
+an offer whose verb is help, assist or serve. A telecom customer's reports of its own actions ("I've restarted
+my phone") have no ``theirs``.
+Cost: a few µs per sentence (one tokenising regex and set look-ups; benchmarks/user_review.md). Imports nothing
+from the package.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["agent_acts"]
+
+_SENTENCES = re.compile(r"[^.!?\n]+[.!?]*")
+_TOKENS = re.compile(r"[a-z]+(?:'[a-z]+)?|[?]")
+_FIRST = {"i", "we", "i'm", "i've", "i'll", "i'd", "we're", "we've", "we'll", "we'd", "me"}
+_SECOND = {"you", "you're", "you've", "you'll", "you'd"}
+_OTHER_SUBJECTS = {"he", "she", "they", "it", "someone", "somebody", "agent", "representative"} | _SECOND
+_VERBS = (
+    "look check pull find locate search review process cancel refund modify update change book rebook exchange "
+    "return issue apply submit place initiate arrange escalate resolve fix handle transfer reset verify confirm "
+    "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
+    "suspend resume reship replace reissue refill refuel schedule reschedule"
+).split()
+_IRREGULAR = {"found": "find"}
+_OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
+_DONE = {"i've", "we've", "have", "has", "just", "already", "successfully", "been"}
+_COMPANY_NOUNS = {
+    "website",
+    "site",
+    "store",
+    "shop",
+    "policy",
+    "policies",
+    "system",
+    "company",
+    "team",
+    "service",
+    "services",
+    "app",
+    "end",
+    "side",
+    "help",
+    "support",
+    "records",
+    "department",
+    "manager",
+    "supervisor",
+    "colleague",
+    "name",
+    "time",
+    "patience",
+    "assistance",
+    "airline",
+    "offer",
+    "terms",
+    "agents",
+    "staff",
+    "hotline",
+    "website's",
+}
+_IDENTITY = {
+    "email",
+    "e-mail",
+    "name",
+    "zip",
+    "zipcode",
+    "postal",
+    "id",
+    "identity",
+    "phone",
+    "number",
+    "birth",
+    "dob",
+    "birthday",
+    "address",
+    "account",
+    "pin",
+    "password",
+    "passcode",
+    "membership",
+    "passport",
+    "username",
+    "user",
+}
+_ASK = re.compile(r"\b(?:(?:could|can|would|will) you|please|may i|can i|what is|what's|(?:i|we)(?:'ll| will)? need)\b")
+_HELP_VERBS = {"help", "assist", "serve"}
+_YOU_VERBS = _HELP_VERBS | {"transfer", "refund", "credit"}
+"""Verbs whose bare ``you`` object is the other side ("I'll transfer you"); "I can confirm you have it" is not."""
+_LABEL = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
+_VOICE = re.compile(
+    r"\bthank(?:s| you) for (?:contacting|calling|reaching out to|choosing|shopping with) us\b|\bwelcome to\b"
+    r"|\bis there anything else(?! you need| from me| i (?:should|need|can give))\b[^.!]*\?"
+    r"|<tool_call>|\"arguments\"\s*:\s*\{",
+    re.I,
+)
+
+
+def _verb(token: str) -> str | None:
+    """The service verb ``token`` is a form of (``cancelled`` -> ``cancel``), or None."""
+    if token in _IRREGULAR:
+        return _IRREGULAR[token]
+    for suffix in ("", "s", "es", "ed", "d", "ing", "led", "ling"):
+        if suffix and not token.endswith(suffix):
+            continue
+        stem = token[: len(token) - len(suffix)] if suffix else token
+        if stem in _VERBS:
+            return stem
+        if suffix == "ing" and stem + "e" in _VERBS:
+            return stem + "e"
+    return None
+
+
+def _sentence_acts(tokens: list[str]) -> set[str]:
+    acts: set[str] = set()
+    for k, token in enumerate(tokens):
+        verb = _verb(token)
+        if verb is None:
+            continue
+        before, after = tokens[max(0, k - 6) : k], tokens[k + 1 : k + 7]
+        subject = next((t for t in reversed(before) if t in _FIRST or t in _OTHER_SUBJECTS), None)
+        actor = subject in _FIRST or (subject is None and any(t in {"happy", "glad"} for t in before))
+        theirs = _theirs(after, verb in _YOU_VERBS)
+        if actor and theirs and any(t in _OFFER for t in before) and not _asks_other(before):
+            acts.add("greet" if verb in _HELP_VERBS else "offer")
+        if actor and theirs and (token.endswith("ed") or token in _IRREGULAR or any(t in _DONE for t in before)):
+            if not any(t in {"can", "could", "will", "'ll", "i'll", "let"} for t in before):
+                acts.add("report")
+        if token.endswith("ed") and before[-2:] in (["has", "been"], ["have", "been"]) and "your" in before:
+            acts.add("report")
+        if token.endswith("ed") and before[-3:] in (["you", "are", "being"], ["you", "have", "been"]):
+            acts.add("report")  # "you are being transferred"
+    for k, token in enumerate(tokens):
+        if token == "your" and k + 1 < len(tokens) and _identity(tokens[k + 1 : k + 4]):
+            if _ASK.search(" ".join(tokens[max(0, k - 6) : k])) or tokens[-1] == "?":
+                acts.add("verify")
+    return acts
+
+
+def _theirs(after: list[str], bare_you: bool) -> bool:
+    """The verb's object is the other side's: ``your <noun>`` (not the company's own), ``you``, ``for you``."""
+    for k, token in enumerate(after[:5]):
+        if token == "your":
+            noun = next((t for t in after[k + 1 : k + 4] if t not in {"current", "recent", "new", "old"}), "")
+            return noun not in _COMPANY_NOUNS
+        if token == "you" and ((k == 0 and bare_you) or (k > 0 and after[k - 1] == "for")):
+            return True
+    return False
+
+
+def _asks_other(before: list[str]) -> bool:
+    """A question to the other side ("can you", "would you like me to") is not an offer by the speaker, except
+    "would you like me to ...", which is."""
+    text = " ".join(before)
+    return bool(re.search(r"\b(?:can|could|would|will) you\b", text)) and "like me" not in text
+
+
+def _identity(words: list[str]) -> bool:
+    return any(w in _IDENTITY for w in words[:2])
+
+
+def agent_acts(text: str) -> list[str]:
+    """The agent's speech acts in ``text`` (``offer``, ``report``, ``verify``, ``greet``), in the order found."""
+    found: list[str] = []
+    if _LABEL.search(text) or _VOICE.search(text):
+        found.append("greet")
+    for sentence in _SENTENCES.findall(text.lower().replace("’", "'")):
+        for act in sorted(_sentence_acts(_TOKENS.findall(sentence))):
+            if act not in found:
+                found.append(act)
+    return found
