@@ -6,8 +6,8 @@
    spell out; a value is found when every letter and digit of its occurrence lies inside an extracted span.
 2. **Speech acts** (``engine/review/speech_acts.py``): agent messages detected / total, and customer messages
    falsely detected / total. Agent messages: the built-in oracle policy's text turns in the clean runs of
-   ``benchmarks/user_review.py`` (``--runs``), plus τ's own fixed agent lines (the transfer message); τ's tasks
-   carry no agent history (τ² ``initial_state.message_history`` is empty in the tasks we load, v1 has none).
+   ``benchmarks/user_review.py`` (``--runs``), plus τ's own fixed agent line (the transfer message), plus the
+   agent turns of τ²'s task histories (``initial_state.message_history``: only τ²'s mock domain has any; v1 none).
    Customer messages: the stand-ins' turns in those runs (scripted and serve-user: the opening, the "go ahead",
    the telecom tool reports) and each task's instructions turned into first-person customer sentences ("You
    want to cancel your order" -> "I want to cancel my order").
@@ -106,6 +106,19 @@ def run_messages(runs: Path, benchmark: str, domain: str) -> tuple[list[str], li
     return agent, customer
 
 
+def task_histories() -> list[str]:
+    """The agent turns of τ²'s task histories (``initial_state.message_history``): only the mock domain has any."""
+    import tau2
+
+    root = Path(tau2.__file__).parent / "data" / "tau2" / "domains"
+    out = []
+    for path in sorted(root.glob("*/tasks.json")):
+        for task in json.loads(path.read_text()):
+            history = (task.get("initial_state") or {}).get("message_history") or []
+            out += [str(m["content"]) for m in history if m.get("role") == "assistant" and m.get("content")]
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", default="runs/user_review", help="benchmarks/user_review.py's --out")
@@ -117,6 +130,8 @@ def main() -> int:
         "| customer sentences (instructions): falsely detected / total |",
         "|---|---:|---:|---:|",
     ]
+    history = task_histories()
+    acts_history = f"| tau2 task histories (mock) | {sum(bool(agent_acts(t)) for t in history)} / {len(history)} | | |"
     every_customer: list[str] = []
     for benchmark, domain in SETS:
         found, total, missed = coverage(benchmark, domain)
@@ -147,7 +162,7 @@ def main() -> int:
     facts_us = (time.perf_counter() - t0) / max(len(every_customer), 1) * 1e6
     print("\n".join(cov))
     print()
-    print("\n".join(acts))
+    print("\n".join([*acts, acts_history]))
     print()
     print(f"cost over {len(every_customer)} customer messages: speech acts {acts_us:.0f} µs, facts {facts_us:.0f} µs "
           "per message")  # fmt: skip

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["NUMBER_WORDS", "Fact", "FactKind", "stated_facts", "value_words", "words_of"]
+__all__ = ["NUMBER_WORDS", "Fact", "FactKind", "number_spans", "stated_facts", "value_words", "words_of"]
 
 
 class FactKind(str, enum.Enum):
@@ -41,7 +41,7 @@ MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
 _MONTH = rf"(?:{MONTHS})[a-z]*\.?"
 _NUM_TOKEN = r"[#$(]?[A-Za-z_]*\d[\w.,:/'-]*\)?"
 _NUMBERS = re.compile(
-    rf"(?:\b{_MONTH}\s+)?{_NUM_TOKEN}(?:(?:\s|\s?[-/]\s?|,\s)(?:{_MONTH}\s+)?{_NUM_TOKEN})*"
+    rf"(?<![\w#$(])(?=[\w#$(])(?:{_MONTH}\s+)?{_NUM_TOKEN}(?:(?:\s|\s?[-/]\s?|,\s)(?:{_MONTH}\s+)?{_NUM_TOKEN})*"
     rf"(?:\s?(?:[ap]\.?m\.?|{_MONTH})(?![a-z]))?",
     re.I,
 )
@@ -63,7 +63,8 @@ NUMBER_WORDS = {
     )
 } | {"first": "1", "second": "2", "third": "3", "half": "0.5", "once": "1", "twice": "2", "both": "2", "pair": "2"}
 """Number words as digits (what grounds a count written either way)."""
-_COUNT = re.compile(r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty)\b", re.I)
+_COUNTS = frozenset("two three four five six seven eight nine ten eleven twelve twenty".split())
+_DIGIT = re.compile(r"\d")
 _INTRO = re.compile(
     r"\b(?:my name is|my name's|name is|call me|under the name(?: of)?)\s+([A-Za-z][a-z'-]+(?: [A-Za-z][a-z'-]+){0,2})",
     re.I,
@@ -109,22 +110,23 @@ def stated_facts(text: str) -> list[Fact]:
     """The fact-like spans of one customer message, each once, in the order they appear (spans never overlap)."""
     text = _MARKUP.sub(lambda m: " " * len(m.group(0)), text)  # chat-template tokens are empty_reply's
     found: list[Fact] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # 1 where a span already lies: spans never overlap
 
     def take(kind: FactKind, start: int, span: str) -> None:
         span = span.rstrip(_TRIM)
         if span.startswith("(") and ")" not in span:
             start, span = start + 1, span[1:]
         end = start + len(span)
-        if span and not any(start < b and a < end for a, b in taken):
-            taken.append((start, end))
+        if span and 1 not in taken[start:end]:
+            taken[start:end] = b"\1" * (end - start)
             found.append(Fact(kind, span, start))
 
-    for m in _EMAIL.finditer(text):
+    lower = text.lower()
+    for m in _EMAIL.finditer(text) if "@" in text else ():
         take(FactKind.EMAIL, m.start(), m.group(0))
-    for m in _NUMBERS.finditer(text):
+    for m in _NUMBERS.finditer(text) if _DIGIT.search(text) else ():
         take(FactKind.NUMBER, m.start(), m.group(0))
-    for m in _INTRO.finditer(text):
+    for m in _INTRO.finditer(text) if "name" in lower or "call me" in lower else ():
         words: list[str] = []
         for word in m.group(1).split():
             if word.lower() in _FUNCTION or _plain(word) in COMMON_CAPS:
@@ -132,15 +134,13 @@ def stated_facts(text: str) -> list[Fact]:
             words.append(word)
         if words:
             take(FactKind.NAME, m.start(1), " ".join(words))
-    for m in _COUNT.finditer(text):
-        take(FactKind.NUMBER, m.start(), m.group(0))
     for m in _CODE.finditer(text):
         code = m.group(0)
         if code.lower() not in COMMON_CODES and (len(code) > 2 or code in SHORT_CODES):
             take(FactKind.CODE, m.start(), m.group(0))
     for m in _CAPS.finditer(text):
         start, words = m.start(), m.group(0).split()
-        if _SENTENCE_START.search(text[:start]) and words[0].lower() not in value_words():
+        if _SENTENCE_START.search(text[max(0, start - 4) : start]) and words[0].lower() not in value_words():
             start, words = start + len(words[0]) + 1, words[1:]  # a sentence's first word says nothing alone
         while words and _plain(words[0]) in COMMON_CAPS:
             start, words = start + len(words[0]) + 1, words[1:]
@@ -148,10 +148,18 @@ def stated_facts(text: str) -> list[Fact]:
         if words:
             take(FactKind.NAME, start, text[start : start + len(" ".join(words))])
     values = value_words()
-    for m in _WORD.finditer(text.lower()):
-        if m.group(0) in values:
+    for m in _WORD.finditer(lower):
+        word = m.group(0)
+        if word in _COUNTS:
+            take(FactKind.NUMBER, m.start(), text[m.start() : m.end()])
+        elif word in values:
             take(FactKind.VALUE, m.start(), text[m.start() : m.end()])
     return sorted(found, key=lambda f: f.start)
+
+
+def number_spans(text: str) -> list[str]:
+    """Just the numbers of ``text`` (what grounds a stated number: no names, codes or values needed)."""
+    return [m.group(0).rstrip(_TRIM) for m in _NUMBERS.finditer(text)]
 
 
 def _plain(word: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from slime_tau_plugin.engine.review.facts import MONTHS, NUMBER_WORDS, Fact, FactKind, stated_facts, words_of
+from slime_tau_plugin.engine.review.facts import MONTHS, NUMBER_WORDS, Fact, FactKind, number_spans, words_of
 
 __all__ = ["Grounding", "appears_in"]
 
@@ -109,9 +109,8 @@ class Grounding:
             self._alnum.append(re.sub(r"[^a-z0-9]", "", low))
             self._words.update(words_of(text))
             self._values.update(n for w, n in NUMBER_WORDS.items() if w in self._words)
-            for fact in stated_facts(text):
-                if fact.kind is FactKind.NUMBER:
-                    self._add_number(fact.text)
+            for number in number_spans(text):
+                self._add_number(number)
             self._dates |= dates(text)
             self._times |= times(text)
         self._pending.clear()

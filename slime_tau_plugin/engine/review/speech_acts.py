@@ -41,9 +41,8 @@ _VERBS = (
     "look check pull find locate search review process cancel refund modify update change book rebook exchange "
     "return issue apply submit place initiate arrange escalate resolve fix handle transfer reset verify confirm "
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
-    "suspend resume reship replace reissue refill refuel schedule reschedule"
+    "suspend resume reship replace reissue refill refuel schedule reschedule create open"
 ).split()
-_IRREGULAR = {"found": "find"}
 _OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 _DONE = {"i've", "we've", "have", "has", "just", "already", "successfully", "been"}
 _COMPANY_NOUNS = {
@@ -117,19 +116,19 @@ _VOICE = re.compile(
 )
 
 
+def _forms(verb: str) -> list[str]:
+    """Every inflection of ``verb`` the classifier reads: check/checks/checked/checking, cancel(l)ed, placing."""
+    stem = verb[:-1] if verb.endswith("e") else verb
+    doubled = verb + verb[-1] if verb[-1] in "lprt" and verb[-2] in "aeiou" else verb
+    return [verb, verb + "s", verb + "es", verb + "d", verb + "ed", stem + "ing", doubled + "ed", doubled + "ing"]
+
+
+_FORMS = {form: verb for verb in _VERBS for form in _forms(verb)} | {"found": "find"}
+
+
 def _verb(token: str) -> str | None:
-    """The service verb ``token`` is a form of (``cancelled`` -> ``cancel``), or None."""
-    if token in _IRREGULAR:
-        return _IRREGULAR[token]
-    for suffix in ("", "s", "es", "ed", "d", "ing", "led", "ling"):
-        if suffix and not token.endswith(suffix):
-            continue
-        stem = token[: len(token) - len(suffix)] if suffix else token
-        if stem in _VERBS:
-            return stem
-        if suffix == "ing" and stem + "e" in _VERBS:
-            return stem + "e"
-    return None
+    """The service verb ``token`` is a form of (``cancelled`` -> ``cancel``), or None: one dict look-up."""
+    return _FORMS.get(token)
 
 
 def _sentence_acts(tokens: list[str]) -> set[str]:
@@ -144,7 +143,7 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         theirs = _theirs(after, verb in _YOU_VERBS)
         if actor and theirs and any(t in _OFFER for t in before) and not _asks_other(before):
             acts.add("greet" if verb in _HELP_VERBS else "offer")
-        if actor and theirs and (token.endswith("ed") or token in _IRREGULAR or any(t in _DONE for t in before)):
+        if actor and theirs and (token.endswith("ed") or token == "found" or any(t in _DONE for t in before)):
             if not any(t in {"can", "could", "will", "'ll", "i'll", "let"} for t in before):
                 acts.add("report")
         if token.endswith("ed") and before[-2:] in (["has", "been"], ["have", "been"]) and "your" in before:
@@ -177,7 +176,7 @@ def _asks_other(before: list[str]) -> bool:
 
 
 def _identity(words: list[str]) -> bool:
-    return any(w in _IDENTITY for w in words[:2])
+    return any(w in _IDENTITY for w in words[:2]) or "birth" in words[:3]
 
 
 def agent_acts(text: str) -> list[str]:
