@@ -9,8 +9,9 @@
    ``benchmarks/user_review.py`` (``--runs``), plus τ's own fixed agent line (the transfer message), plus the
    agent turns of τ²'s task histories (``initial_state.message_history``: only τ²'s mock domain has any; v1 none).
    Customer messages: the stand-ins' turns in those runs (scripted and serve-user: the opening, the "go ahead",
-   the telecom tool reports) and each task's instructions turned into first-person customer sentences ("You
-   want to cancel your order" -> "I want to cancel my order").
+   the telecom tool reports), every distinct instruction of every split as the stand-ins' opening, and each test
+   task's instructions turned into first-person customer sentences ("You want to cancel your order" -> "I want
+   to cancel my order").
 3. **Cost**: µs per customer message of each.
 
     PYTHONPATH=$PWD python benchmarks/review_grounding.py --runs runs/user_review
@@ -127,11 +128,13 @@ def main() -> int:
     cov = ["| set | values in the instructions | found | share | missed (examples) |", "|---|---:|---:|---:|---|"]
     acts = [
         "| set | agent messages: detected / total | customer messages (runs): falsely detected / total "
+        "| instructions as an opening, every split: falsely detected / total "
         "| customer sentences (instructions): falsely detected / total |",
-        "|---|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|",
     ]
     history = task_histories()
-    acts_history = f"| tau2 task histories (mock) | {sum(bool(agent_acts(t)) for t in history)} / {len(history)} | | |"
+    detected = sum(bool(agent_acts(t)) for t in history)
+    acts_history = f"| tau2 task histories (mock) | {detected} / {len(history)} | | | |"
     every_customer: list[str] = []
     for benchmark, domain in SETS:
         found, total, missed = coverage(benchmark, domain)
@@ -142,11 +145,14 @@ def main() -> int:
         backend = get_backend(benchmark)
         refs = backend.task_refs(domain, "test")
         sentences = [s for ref in refs for s in first_person(backend.script(ref).user_instructions)]
+        every = [r for split in backend.splits(domain) for r in backend.task_refs(domain, split)]
+        openings = sorted({backend.script(r).user_instructions for r in every})
+        false_open = [t for t in openings if agent_acts(t)]
         hit_agent = sum(bool(agent_acts(t)) for t in agent)
         false_runs = [t for t in customer if agent_acts(t)]
         false_sent = [t for t in sentences if agent_acts(t)]
         acts.append(f"| {benchmark}/{domain} | {hit_agent} / {len(agent)} | {len(false_runs)} / {len(customer)} | "
-                    f"{len(false_sent)} / {len(sentences)} |")  # fmt: skip
+                    f"{len(false_open)} / {len(openings)} | {len(false_sent)} / {len(sentences)} |")  # fmt: skip
         for t in (false_runs + false_sent)[:5]:
             print(f"false: {benchmark}/{domain}: {agent_acts(t)} {t[:160]!r}", file=sys.stderr)
         for t in sorted({t for t in agent if not agent_acts(t)})[:6]:

@@ -3,10 +3,10 @@
 The customer review (``engine/review/facts.py``) treats a word of this list as a fact: a customer that says "the
 blue one", "leather", "Denver" or "Smartphone" must have read it in its instructions, its tools or the
 conversation. Words come from τ²'s retail, airline and telecom databases and τ-bench v1's retail and airline data:
-item option values, product names, people's first and last names, cities, cabins, memberships, plans and device
-models. Everyday words are taken out, so that the list holds values, not language: words of τ's own policy texts
-(the agent's rules are written in everyday language; colours, cabins and memberships are kept), words of two
-letters or fewer, and :data:`EVERYDAY`.
+item option values, product names, people's first and last names, cities, cabins, memberships, plans, device
+models and phone apps. Everyday words are taken out, so that the list holds values, not language: words of τ's
+own policy texts (the agent's rules are written in everyday language; colours, cabins, memberships and phone apps
+are kept), words of two letters or fewer, and :data:`EVERYDAY`.
 
     PYTHONPATH=$PWD python scripts/build_review_values.py
 """
@@ -55,7 +55,8 @@ def _strings(obj: Any, keys: set[str]) -> Iterator[str]:
 
 
 COLOURS = set("red blue green black white gray grey silver gold brown yellow pink purple beige navy orange".split())
-KEYS = {"first_name", "last_name", "city", "name", "cabin", "membership", "model", "brand", "state", "country"}
+KEYS = {"app_name", "first_name", "last_name", "city", "name", "cabin", "membership", "model", "brand", "state"}
+KEYS |= {"country"}
 
 
 def main() -> None:
@@ -63,6 +64,7 @@ def main() -> None:
     v1 = Path(tau_bench.__file__).parent / "envs"
     sources: list[Any] = [json.loads((t2 / d / "db.json").read_text()) for d in ("retail", "airline")]
     sources.append(tomllib.loads((t2 / "telecom" / "db.toml").read_text()))
+    sources.append(tomllib.loads((t2 / "telecom" / "user_db.toml").read_text()))
     sources += [json.loads(p.read_text()) for d in ("retail", "airline") for p in (v1 / d / "data").glob("*.json")]
     policy_text = " ".join(
         p.read_text()
@@ -70,7 +72,8 @@ def main() -> None:
         + [v1 / "retail" / "wiki.md", v1 / "airline" / "wiki.md"]
     )
     policy = set(re.findall(r"[a-z]+", policy_text.lower()))
-    kept = {w for s in sources for t in _strings(s, {"cabin", "membership"}) for w in re.findall(r"[a-z]+", t.lower())}
+    named = {"cabin", "membership", "app_name"}
+    kept = {w for s in sources for t in _strings(s, named) for w in re.findall(r"[a-z]+", t.lower())}
     words: set[str] = set()
     for source in sources:
         for text in _strings(source, KEYS):

@@ -15,15 +15,18 @@ found. The features are about who acts on whose things, not wording:
 - ``done``: a perfect or past form (``I've``, ``I have``, ``I just``, ``-ed``), or "your X has been <done>";
 - ``identity``: a request (``could you``, ``please``, ``may I``, ``what is``, ``I need``, a question) for ``your`` +
   an identity noun (email, name, zip, user id, phone, date of birth, ...);
-- ``service voice``: thanking the other side for contacting *us*, welcoming them *to* somewhere, asking whether
-  there is "anything else" (not "anything else you need from me"), a role label, a tool call.
+- ``service voice``: thanking the other side for contacting, calling or reaching out, welcoming them *to*
+  somewhere, "you've reached", "valued customer", asking whether there is "anything else" (not "anything else
+  you need from me"), a role label, a tool call;
+- ``security``: "for security", "verify your identity", "authenticate you" in a request.
 
 An act is ``offer`` = actor + offer + service + theirs; ``report`` = actor + done + service + theirs, or the
-passive "your X has been <done>" / "you are being <done>"; ``verify`` = identity; ``greet`` = service voice or
-an offer whose verb is help, assist or serve. A telecom customer's reports of its own actions ("I've restarted
-my phone") have no ``theirs``.
-Cost: a few µs per sentence (one tokenising regex and set look-ups; benchmarks/user_review.md). Imports nothing
-from the package.
+passive "your X has been <done>" / "you are being <done>"; ``verify`` = identity or security; ``greet`` =
+service voice or an offer whose verb is help, assist or serve. A telecom customer's reports of its own actions
+("I've restarted my phone") have no ``theirs``.
+
+Cost: tens of µs for a short message (one tokenising regex, set and dict look-ups; benchmarks/user_review.md).
+Imports nothing from the package.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ _VERBS = (
     "suspend resume reship replace reissue refill refuel schedule reschedule create open"
 ).split()
 _OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
+_OFFER |= {"here"}  # "I'm here to help you"
 _DONE = {"i've", "we've", "have", "has", "just", "already", "successfully", "been"}
 _COMPANY_NOUNS = {
     "website",
@@ -104,12 +108,14 @@ _IDENTITY = {
     "user",
 }
 _ASK = re.compile(r"\b(?:(?:could|can|would|will) you|please|may i|can i|what is|what's|(?:i|we)(?:'ll| will)? need)\b")
+_SECURITY = re.compile(r"\b(?:for (?:security|verification)|verify (?:the|your) identity|authenticate you)\b")
 _HELP_VERBS = {"help", "assist", "serve"}
 _YOU_VERBS = _HELP_VERBS | {"transfer", "refund", "credit"}
 """Verbs whose bare ``you`` object is the other side ("I'll transfer you"); "I can confirm you have it" is not."""
 _LABEL = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
 _VOICE = re.compile(
-    r"\bthank(?:s| you) for (?:contacting|calling|reaching out to|choosing|shopping with) us\b|\bwelcome to\b"
+    r"\bthank(?:s| you) for (?:contacting|calling|reaching out|choosing|shopping with|being a valued)\b"
+    r"|\bwelcome to\b|\byou(?:'ve| have) reached\b|\bvalued customer\b"
     r"|\bis there anything else(?! you need| from me| i (?:should|need|can give))\b[^.!]*\?"
     r"|<tool_call>|\"arguments\"\s*:\s*\{",
     re.I,
@@ -146,15 +152,22 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         if actor and theirs and (token.endswith("ed") or token == "found" or any(t in _DONE for t in before)):
             if not any(t in {"can", "could", "will", "'ll", "i'll", "let"} for t in before):
                 acts.add("report")
-        if token.endswith("ed") and before[-2:] in (["has", "been"], ["have", "been"]) and "your" in before:
-            acts.add("report")
+        if token.endswith("ed") and before[-1:] in (["been"], ["now"], ["is"], ["are"]) and _yours(tokens):
+            acts.add("report")  # "your order has been cancelled", "the refund has been issued to your card"
         if token.endswith("ed") and before[-3:] in (["you", "are", "being"], ["you", "have", "been"]):
             acts.add("report")  # "you are being transferred"
     for k, token in enumerate(tokens):
         if token == "your" and k + 1 < len(tokens) and _identity(tokens[k + 1 : k + 4]):
             if _ASK.search(" ".join(tokens[max(0, k - 6) : k])) or tokens[-1] == "?":
                 acts.add("verify")
+    if _SECURITY.search(" ".join(tokens)) and (_ASK.search(" ".join(tokens)) or tokens[-1] == "?"):
+        acts.add("verify")  # "for security, could you confirm the email on the account?"
     return acts
+
+
+def _yours(tokens: list[str]) -> bool:
+    """The sentence is about the other side's things and none of the speaker's own."""
+    return "your" in tokens and "my" not in tokens and "mine" not in tokens
 
 
 def _theirs(after: list[str], bare_you: bool) -> bool:

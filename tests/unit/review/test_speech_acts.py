@@ -30,6 +30,11 @@ AGENT = [
     ("Happy to assist you with that.", "greet"),
     ("Welcome to the store, what can I do for you?", "greet"),
     ("Agent: Sure thing.", "greet"),
+    ("I'm here to help you with your order today.", "greet"),
+    ("Thanks for reaching out!", "greet"),
+    ("For security, could you confirm the email on the account?", "verify"),
+    ("All set, the refund has been issued to your card.", "report"),
+    ("I went ahead and cancelled it for you.", "report"),
 ]
 CUSTOMER = [
     "can you check my order?",
@@ -50,6 +55,9 @@ CUSTOMER = [
     "I want to return the boots and get a refund to my gift card.",
     "You are Yusuf Rossi in zip code 19122. You want to cancel your order.",
     "Is there anything else you need from me?",
+    "I'm here to get help with my order.",
+    "My order has been cancelled already?",
+    "Thanks for your patience, I'm checking my phone now.",
 ]
 
 
