@@ -2,8 +2,9 @@
 
 1. **Coverage**: of the fact-like values each task's instructions state, the share the extractor
    (``engine/review/facts.py``) finds. A task's fact-like values are the leaf values of its reference actions'
-   arguments (ids, names, zip codes, emails, dates, amounts, cabins, flight numbers, ...) that its instructions
-   spell out; a value is found when every letter and digit of its occurrence lies inside an extracted span.
+   arguments (ids, names, zip codes, emails, dates, amounts, cabins, flight numbers, ...) and, in retail, the
+   option values of the items they name (colours, sizes, materials, "clicky", "1000ml") that its instructions spell
+   out; a value is found when every letter and digit of its occurrence lies inside an extracted span.
 2. **Speech acts** (``engine/review/speech_acts.py``): agent messages detected / total, and customer messages
    falsely detected / total. Agent messages: the built-in oracle policy's text turns in the clean runs of
    ``benchmarks/user_review.py`` (``--runs``), plus τ's own fixed agent line (the transfer message), plus the
@@ -51,8 +52,21 @@ def leaves(obj: Any) -> Iterator[str]:
         yield str(obj)
 
 
+def item_options(benchmark: str) -> dict[str, list[str]]:
+    """Retail item id -> its option values (what a customer calls the item it wants: "clicky", "RGB", "1000ml")."""
+    import tau2
+    import tau_bench
+
+    if benchmark == "tau2":
+        products = json.loads((Path(tau2.__file__).parent / "data/tau2/domains/retail/db.json").read_text())["products"]
+    else:
+        products = json.loads((Path(tau_bench.__file__).parent / "envs/retail/data/products.json").read_text())
+    return {i: [str(v) for v in var["options"].values()] for p in products.values() for i, var in p["variants"].items()}
+
+
 def coverage(benchmark: str, domain: str) -> tuple[int, int, list[str]]:
     backend = get_backend(benchmark)
+    options = item_options(benchmark) if domain == "retail" else {}
     found = total = 0
     missed: list[str] = []
     for ref in backend.task_refs(domain, "test"):
@@ -60,6 +74,7 @@ def coverage(benchmark: str, domain: str) -> tuple[int, int, list[str]]:
         text = script.user_instructions
         spans = [(f.start, f.start + len(f.text)) for f in stated_facts(text)]
         values = {v for a in script.gold_actions for v in leaves(a.arguments) if len(v) > 1} - NOT_FACTS
+        values |= {o for v in list(values) for o in options.get(v, ())}  # the items' options, where it names them
         for value in sorted(values):
             hit = re.search(rf"(?<![\w#]){re.escape(value)}(?!\w)", text, re.I)
             if hit is None:

@@ -5,7 +5,7 @@ whatever words it likes. So spans are found by what they are built of, and any n
 covered by construction:
 
 - **numbers**: any run of digit-bearing tokens (``#W2378156``, ``555-123-2002``, ``$1,204.50``, ``May 15, 2024``,
-  ``10:30 am``, ``credit_card_9513926``, ``2.0 GB``, ``3``), with a month word or am/pm beside it;
+  ``10:30 am``, ``credit_card_9513926``, ``2.0 GB``, ``3``), with a month word, am/pm or a unit beside it;
 - **emails**: any token with an ``@``;
 - **codes**: a token with an underscore, 3-8 capitals, a US state's or a size's two (``basic_economy``,
   ``JFK``, ``CA``, ``XL``);
@@ -39,10 +39,15 @@ class FactKind(str, enum.Enum):
 
 MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
 _MONTH = rf"(?:{MONTHS})[a-z]*\.?"
+_UNITS = (
+    r"inch(?:es)?|hours?|minutes?|days?|weeks?|months?|years?|lit(?:er|re)s?|cups?|bar|ft|feet|foot|lbs?|pounds?"
+    r"|gb|tb|mb|mah|ml|mm|cm|kg|g|w|watts?|mp|degrees?|pieces?|pcs|items?|bags?|passengers?|nights?|usd|dollars?"
+)
+"""A unit right after a number is part of it ("34 inch", "1.5 liters", "2 bags")."""
 _NUM_TOKEN = r"[#$(]?[A-Za-z_]*\d[\w.,:/'-]*\)?"
 _NUMBERS = re.compile(
     rf"(?<![\w#$(])(?=[\w#$(])(?:{_MONTH}\s+)?{_NUM_TOKEN}(?:(?:\s|\s?[-/]\s?|,\s)(?:{_MONTH}\s+)?{_NUM_TOKEN})*"
-    rf"(?:\s?(?:[ap]\.?m\.?|{_MONTH})(?![a-z]))?",
+    rf"(?:\s?(?:[ap]\.?m\.?|{_MONTH}|{_UNITS})(?![a-z]))?",
     re.I,
 )
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -82,8 +87,7 @@ COMMON_CAPS = frozenset(
 )
 """Capitalised words that are not facts by themselves (greetings, pronouns, weekdays, months: a date is a number)."""
 COMMON_CODES = frozenset(
-    "ok usa id pm am est pst asap faq sim apn vpn sms mms lte wifi gps usb hdmi led lcd rgb ssd hdd tv pdf id "
-    "yes no api url".split()
+    "ok usa id pm am est pst asap faq sim apn vpn sms mms lte wifi gps tv pdf id yes no api url".split()
 )
 _ID_LIKE = re.compile(r"[A-Za-z].*\d|\d.*[A-Za-z]{2}")
 _TRIM = ".,:;/-'’)"
