@@ -3,10 +3,10 @@
 Each check reads a :class:`ReviewInput` and returns :class:`Finding` values; none raises on odd text. How a finding
 gets its severity (τ² defines it by the outcome, which a string check cannot see, so it is read off the episode):
 
-- an *invented identifier* (a fact in neither the instructions, the conversation so far nor the customer's own tool
-  results: ``facts.py``) that a later agent tool call carries is critical: ``critical_helped`` when the episode
-  passed (the customer handed over what the task withholds), ``critical_hindered`` when it failed; one no agent call
-  used is ``minor``;
+- an *invented identifier* (a fact-like span grounded in neither the instructions, the conversation so far nor the
+  customer's own tools: ``facts.py``, ``grounding.py``) that a later agent tool call carries is critical:
+  ``critical_helped`` when the episode passed (the customer handed over what the task withholds),
+  ``critical_hindered`` when it failed; one no agent call used is ``minor``;
 - a *structural* error (the customer speaking as the agent, the same message past ``repeat_limit`` in a row, an
   empty or garbled reply) is ``critical_hindered`` when the episode did not pass and ``minor`` when it passed anyway;
 - *pasted instructions* after the opening (30+ words of the instructions verbatim) is ``minor``: it reveals what the
