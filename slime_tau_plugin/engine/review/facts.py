@@ -11,7 +11,7 @@ covered by construction:
   ``JFK``, ``CA``, ``XL``);
 - **names**: a run of capitalised words that is not a sentence's first word alone (``Yusuf Rossi``,
   ``San Francisco``, ``Main Street``), or the words after "my name is" / "call me" in any case;
-- **counts**: a number word from two to twenty (``two``, ``twelve``);
+- **counts**: a number word from two to twelve or a ten (``two``, ``twelve``, ``forty``);
 - **values**: a word of τ's databases' value vocabulary (item options, names, cities, cabins, plans:
   ``tau_values.txt``, built by ``scripts/build_review_values.py``), e.g. ``blue``, ``leather``, ``Denver``.
 
@@ -67,8 +67,12 @@ NUMBER_WORDS = {
         "seventeen eighteen nineteen twenty".split()
     )
 } | {"first": "1", "second": "2", "third": "3", "half": "0.5", "once": "1", "twice": "2", "both": "2", "pair": "2"}
+NUMBER_WORDS |= {w: str(10 * (i + 3)) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split())}
 """Number words as digits (what grounds a count written either way)."""
-_COUNTS = frozenset("two three four five six seven eight nine ten eleven twelve twenty".split())
+_COUNTS = frozenset(
+    "two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty seventy eighty "
+    "ninety".split()
+)
 _DIGIT = re.compile(r"\d")
 _INTRO = re.compile(
     r"\b(?:my name is|my name's|name is|call me|under the name(?: of)?)\s+([A-Za-z][a-z'-]+(?: [A-Za-z][a-z'-]+){0,2})",

@@ -12,7 +12,9 @@ found. The features are about who acts on whose things, not wording:
 - ``theirs``: its object belongs to the other side (``your`` + a noun that is not the company's own: "your order",
   not "your website"; "for you"; a bare ``you`` only after help, assist, serve, transfer, refund, credit);
 - ``offer``: a modal of offering before it (``let me``, ``I can``, ``I'll``, ``I'd be happy to``, ``shall I``);
-- ``done``: a perfect or past form (``I've``, ``I have``, ``I just``, ``-ed``), or "your X has been <done>";
+- ``done``: a perfect or past form (``I've``, ``I have``, ``I just``, ``-ed``), one under way ("I'm checking",
+  "while I transfer you"), or "your X has been <done>" (not "to be <done>": the
+  instructions a stand-in reads out say "you want the refund to be credited to your card");
 - ``identity``: a request (``could you``, ``please``, ``may I``, ``what is``, ``I need``, a question) for ``your`` +
   an identity noun (email, name, zip, user id, phone, date of birth, ...);
 - ``service voice``: thanking the other side for contacting, calling or reaching out, welcoming them *to*
@@ -152,6 +154,9 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         if actor and theirs and (token.endswith("ed") or token == "found" or any(t in _DONE for t in before)):
             if not any(t in {"can", "could", "will", "'ll", "i'll", "let"} for t in before):
                 acts.add("report")
+        under_way = token.endswith("ing") and before[-1:] in (["i'm"], ["am"], ["we're"])
+        if actor and theirs and (under_way or "while" in before):
+            acts.add("report")  # an action under way: "I'm pulling up your order", "while I transfer you"
         if token.endswith("ed") and before[-1:] in (["been"], ["now"], ["is"], ["are"]) and _yours(tokens):
             acts.add("report")  # "your order has been cancelled", "the refund has been issued to your card"
         if token.endswith("ed") and before[-3:] in (["you", "are", "being"], ["you", "have", "been"]):

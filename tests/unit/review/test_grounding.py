@@ -37,6 +37,7 @@ def invented(text: str, *before: tuple[str, str], **kw) -> list[str]:
         "Please deliver it at 3:30 pm.",
         "I ordered 3 keyboards.",
         "I bought seven of them.",
+        "I think the total was about forty dollars.",
         "My name is actually Jordan Vale.",
         "my name is jordan vale",
         "I live at 42 Birch Lane, Springfield.",

@@ -35,6 +35,8 @@ AGENT = [
     ("For security, could you confirm the email on the account?", "verify"),
     ("All set, the refund has been issued to your card.", "report"),
     ("I went ahead and cancelled it for you.", "report"),
+    ("One moment while I pull up your reservation.", "report"),
+    ("Can I have your order number please?", "verify"),
 ]
 CUSTOMER = [
     "can you check my order?",
@@ -58,6 +60,9 @@ CUSTOMER = [
     "I'm here to get help with my order.",
     "My order has been cancelled already?",
     "Thanks for your patience, I'm checking my phone now.",
+    "I'm waiting while you check your system.",
+    "My refund will be processed soon, right?",
+    "You want the refund to be credited to your original credit card.",
 ]
 
 
