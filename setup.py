@@ -61,6 +61,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
+    package_data={"slime_tau_plugin.engine.review": ["tau_values.txt"]},  # the grounding check's value words
     install_requires=CORE,
     extras_require={
         "sglang": SGLANG_PARSERS,
