@@ -61,8 +61,11 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["slime_tau_plugin", "slime_tau_plugin.*"]),
-    # chat templates a model's hub files lack (DeepSeek V4 renders in Python): installed with the package
-    package_data={"slime_tau_plugin.engine.chat": ["jinja/*.jinja"]},
+    package_data={
+        # chat templates a model's hub files lack (DeepSeek V4 renders in Python): installed with the package
+        "slime_tau_plugin.engine.chat": ["jinja/*.jinja"],
+        "slime_tau_plugin.engine.review": ["tau_values.txt"],  # the grounding check's value words
+    },
     install_requires=CORE,
     extras_require={
         "sglang": SGLANG_PARSERS,

@@ -10,6 +10,7 @@ untouched either way: a reviewed episode holds the same ids it was played with.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -33,18 +34,20 @@ __all__ = ["apply_verdict", "review_episode", "review_input", "stop_words"]
 
 
 def review_input(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSettings) -> ReviewInput:
-    """The finished episode as the checks read it: the customer's instructions, the messages, its tool results."""
+    """The finished episode as the checks read it: the customer's instructions, the messages, its tool results
+    and its tools' schemas (a customer may name the tools it has)."""
     session = ep.session
     history = session.history if session is not None else None
     first = prompt_messages(history) - (1 if history is None else 0)  # the simulator's opening itself is reviewed
     outputs = ep.user.tool_outputs() if ep.user is not None else ()
     calls = tuple(a.name for a in session.log if a.kind is ActionKind.AGENT) if session is not None else ()
+    tools = [json.dumps(tool) for tool in session.user_tools] if session is not None else []  # it sees its tools
     return ReviewInput(
         instructions=session.script.user_instructions if session is not None else "",
         messages=result.messages,
         reward=float(result.reward),
         first_index=first,
-        tool_outputs=tuple(outputs),
+        tool_outputs=(*outputs, *tools),
         repeat_limit=settings.repeat_limit,
         stop=stop_words(ep, result),
         required_writes=session.required_writes() if session is not None else (),

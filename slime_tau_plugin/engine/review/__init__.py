@@ -8,7 +8,10 @@ This sub-package holds the review's values and pure checks, low enough that the 
 the users can name them:
 
 - ``verdict.py``: τ²'s tags and severities, a finding, the verdict (``metadata["tau_review"]``).
-- ``facts.py``: the identifiers, amounts and names a customer states, and what grounds them.
+- ``facts.py``: the fact-like spans a customer states, found by their make-up (numbers, emails, codes, names, τ's
+  database value words in ``tau_values.txt``).
+- ``grounding.py``: whether the customer could know a span (normal forms: digits, values, dates, words).
+- ``speech_acts.py``: the agent's speech acts (offer, report, verify, greet) in a customer message.
 - ``checks.py``: the deterministic checks and how a finding gets its severity.
 - ``stops.py``: the premature stop (a customer that ends before the required write while the agent waits on it).
 - ``names.py``: a comma list of checks or tags, checked.

@@ -3,10 +3,10 @@
 Each check reads a :class:`ReviewInput` and returns :class:`Finding` values; none raises on odd text. How a finding
 gets its severity (τ² defines it by the outcome, which a string check cannot see, so it is read off the episode):
 
-- an *invented identifier* (a fact in neither the instructions, the conversation so far nor the customer's own tool
-  results: ``facts.py``) that a later agent tool call carries is critical: ``critical_helped`` when the episode
-  passed (the customer handed over what the task withholds), ``critical_hindered`` when it failed; one no agent call
-  used is ``minor``;
+- an *invented identifier* (a fact-like span grounded in neither the instructions, the conversation so far nor the
+  customer's own tools: ``facts.py``, ``grounding.py``) that a later agent tool call carries is critical:
+  ``critical_helped`` when the episode passed (the customer handed over what the task withholds),
+  ``critical_hindered`` when it failed; one no agent call used is ``minor``;
 - a *structural* error (the customer speaking as the agent, the same message past ``repeat_limit`` in a row, an
   empty or garbled reply) is ``critical_hindered`` when the episode did not pass and ``minor`` when it passed anyway;
 - *pasted instructions* after the opening (30+ words of the instructions verbatim) is ``minor``: it reveals what the
@@ -25,7 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slime_tau_plugin.engine.review.facts import Grounding, stated_facts
+from slime_tau_plugin.engine.review.facts import Fact, stated_facts
+from slime_tau_plugin.engine.review.grounding import Grounding, appears_in
+from slime_tau_plugin.engine.review.speech_acts import agent_acts
 from slime_tau_plugin.engine.review.stops import premature_stop
 from slime_tau_plugin.engine.review.verdict import Finding, ReviewCheck, ReviewTag, Severity
 
@@ -93,12 +95,12 @@ def invented_identifiers(review: ReviewInput) -> list[Finding]:
         if i >= review.first_index:
             invented = [f for f in stated_facts(text) if not known.knows(f)]
             if invented:
-                used = [f for f in invented if _acted_on(review.messages, i, f.text)]
+                used = [f for f in invented if _acted_on(review.messages, i, f)]
                 if used:
                     severity = Severity.CRITICAL_HELPED if review.passed else Severity.CRITICAL_HINDERED
                 else:
                     severity = Severity.MINOR
-                shown = ", ".join(f"{f.kind.value} {f.text}" for f in (used or invented))
+                shown = ", ".join(f"{f.label} {f.text}" for f in (used or invented))
                 what = "; a later agent tool call used it" if used else ""
                 detail = f"{shown}: in neither the instructions nor the conversation so far{what}"
                 findings.append(
@@ -111,31 +113,26 @@ def invented_identifiers(review: ReviewInput) -> list[Finding]:
 _TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.S)
 
 
-def _acted_on(messages: Sequence[dict[str, Any]], after: int, text: str) -> bool:
-    """A later agent turn that called a tool (a ``tool`` message follows it) carries ``text``."""
-    bare = text.lstrip("#$")
+def _acted_on(messages: Sequence[dict[str, Any]], after: int, fact: Fact) -> bool:
+    """A later agent turn that called a tool (a ``tool`` message follows it) carries ``fact`` (in normal form)."""
     for j in range(after + 1, len(messages) - 1):
         m = messages[j]
-        if m.get("role") == "assistant" and messages[j + 1].get("role") == "tool" and bare in str(m.get("content")):
-            return True
+        if m.get("role") == "assistant" and messages[j + 1].get("role") == "tool":
+            calls = " ".join(_TOOL_CALL.findall(str(m.get("content")))) or str(m.get("content"))
+            if appears_in(fact, calls):
+                return True
     return False
 
 
-_AGENT_PREFIX = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
-_AGENT_PHRASES = re.compile(
-    r"how (?:can|may) i (?:help|assist) you|is there anything else i can (?:help|assist) you with"
-    r"|<tool_call>|\"arguments\"\s*:\s*\{",
-    re.I,
-)
-
-
 def speaks_as_agent(review: ReviewInput) -> list[Finding]:
-    """The customer writes the agent's part: its role label, its service phrases or a tool call."""
+    """The customer performs the agent's speech acts (``speech_acts.py``): offers to look things up or act for
+    the other side, reports actions on the other side's records, asks the other side to verify its identity,
+    greets or closes as the service (a role label or a tool call included)."""
     out = []
     for i, text in review.customer_turns():
-        hit = _AGENT_PREFIX.search(text) or _AGENT_PHRASES.search(text)
-        if hit:
-            detail = f"the customer speaks as the agent: {hit.group(0).strip()!r}"
+        acts = agent_acts(text)
+        if acts:
+            detail = f"the customer speaks as the agent ({', '.join(acts)}): {text[:80]!r}"
             out.append(
                 Finding(ReviewCheck.SPEAKS_AS_AGENT, (ReviewTag.GUIDELINE_VIOLATION,), _structural(review), i, detail)
             )
