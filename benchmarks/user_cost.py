@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import os
 import platform
@@ -39,6 +38,7 @@ from typing import Any
 from slime_tau_plugin.engine.chat.template_text import default_tokenizer_dir
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import get_backend
+from slime_tau_plugin.engine.episode.request import EpisodeOptions, EpisodeRequest
 from slime_tau_plugin.engine.episode.result import EpisodeResult
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.loop.boundary import play_episode
@@ -114,10 +114,6 @@ def config_of(keys: dict[str, str]) -> TauConfig:
     return TauConfig(**{key.removeprefix("tau_"): value for key, value in keys.items()})
 
 
-HAS_GROUPS = "group" in inspect.signature(play_episode).parameters
-"""Whether the engine takes a GRPO group id (issue 33 §4, ``tau_user_shared_opening``)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Plan:
     """How a row's run plays its tasks."""
@@ -138,8 +134,9 @@ async def play_row(
         async with gate:
             seed = 1_000_000 * round_ + 1000 * i + j  # distinct per round, task and sample
             sampling = {**SAMPLING, **({"sampling_seed": seed} if plan.seeded else {})}
-            extra = {"group": f"{tag}-t{i}"} if HAS_GROUPS else {}
-            played = await play_episode(config, lambda: ref, sampling, session_id=f"{tag}-{i}-{j}", **extra)
+            options = EpisodeOptions(session_id=f"{tag}-{i}-{j}", group=f"{tag}-t{i}")
+            request = EpisodeRequest(f"{tag}-{i}-{j}", None, {}, sampling, options)
+            played = await play_episode(config, request, task=lambda: ref)
             return played.result
 
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """The public names for the episode engine: ``TrainableAgentMixin``, ``TrainableToolCallingAgent``, ``agent_factory``.
 
-The engine itself is :class:`engine.EpisodeEngine` (the loop) over :class:`resources.EpisodeResources`
+The engine itself is :class:`loop.run.EpisodeEngine` (the loop) over :class:`resources.EpisodeResources`
 (what a process shares) and an injected policy. These names are what the project's users were promised;
 they are thin layers over that core, kept so code written against them keeps working:
 
@@ -9,7 +9,7 @@ they are thin layers over that core, kept so code written against them keeps wor
   resources (no cache): the shape tests and scripts use to run the engine on their own collaborators.
 - ``agent_factory(config)`` builds one from config alone.
 
-Front doors do not use these: they call ``engine.run_episode`` with ``EpisodeResources.for_config``.
+Front doors do not use these: they hand an ``EpisodeRequest`` to the failure boundary (``loop.boundary.play_episode``).
 """
 
 from __future__ import annotations

@@ -240,12 +240,11 @@ def test_engine_sub_packages_import_only_floors_below_them():
 
 
 # One engine, every trainer: each adapter under adapters/ (slime, verl, trl, and any package added there) plays its
-# episodes through the one failure boundary (``engine/loop/boundary.play_episode``, or ``workers/play.play_request``
-# and the worker pools that run it), never a runner below it, and never re-decides what an episode's failure becomes.
+# episodes through the one failure boundary (``engine/loop/boundary.play_episode``, in its process or through the
+# worker pools that run it), never a runner below it, and never re-decides what an episode's failure becomes.
 EPISODE_DOORS = {
     f"{NAME}.engine.loop.boundary.play_episode",
-    f"{NAME}.engine.workers.play.play_request",
-    f"{NAME}.engine.workers.registry.pool_for",  # a pool's workers call play_request
+    f"{NAME}.engine.workers.registry.pool_for",  # a pool's workers call play_episode
 }
 BELOW_THE_BOUNDARY = {"run_episode", "EpisodeEngine", "TurnLoop", "open_fresh", "failed_result", "LiveEpisode"}
 """What only the boundary may call: the episode runner, its turn loop, and the FAILED result it builds."""
@@ -296,7 +295,7 @@ def test_every_trainer_adapter_plays_episodes_only_through_the_one_boundary():
             tree = ast.parse(path.read_text(encoding="utf-8"))
             named |= _imports(path)
             for bad in sorted(_identifiers(tree) & BELOW_THE_BOUNDARY):
-                wrong.append(f"{where} names {bad}: episodes go through play_episode / play_request")
+                wrong.append(f"{where} names {bad}: episodes go through play_episode")
             for node in ast.walk(tree):
                 if isinstance(node, ast.ExceptHandler) and node.type is not None:
                     for bad in sorted(_identifiers(node.type) & episode_errors):

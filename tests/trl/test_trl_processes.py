@@ -177,12 +177,12 @@ def test_seeds_and_groups_come_from_the_global_row_not_the_process(layout, tmp_p
     alone = episode_requests(whole, row_places(whole, 0, 1, groups), config, args, 3, "1/3/0")
     seeds = [r.sampling_params["sampling_seed"] for r in spread]
     assert seeds == [r.sampling_params["sampling_seed"] for r in alone]  # 1 process or many: the same episodes
-    assert [r.group for r in spread] == [r.group for r in alone]
+    assert [r.options.group for r in spread] == [r.options.group for r in alone]
     assert len(set(seeds)) == len(seeds)  # no two rows share a seed, not even two groups of one task
     for g in range(len(whole) // groups):
         rows = spread[g * groups : (g + 1) * groups]
-        assert len({r.group for r in rows}) == 1  # one group, whichever processes hold it
-    assert len({r.group for r in spread}) == len(whole) // groups
+        assert len({r.options.group for r in rows}) == 1  # one group, whichever processes hold it
+    assert len({r.options.group for r in spread}) == len(whole) // groups
 
 
 def test_only_a_batch_that_is_not_whole_groups_or_not_in_sampler_order_is_refused():

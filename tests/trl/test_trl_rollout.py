@@ -98,11 +98,13 @@ def test_the_copies_of_a_prompt_form_one_group_in_training_and_none_in_evaluatio
     args, config = grpo_args(tmp_path), TauConfig(user_shared_opening=True)
     places = row_places(prompts, 0, 1, 2)
     train = episode_requests(prompts, places, config, args, 0, "1/0/0")
-    groups = [r.group for r in train]
+    groups = [r.options.group for r in train]
     assert groups[0] == groups[1] != groups[2] == groups[3] and None not in groups
     assert len({r.sampling_params["sampling_seed"] for r in train}) == 4  # each copy its own seed
-    assert groups[0] != episode_requests(prompts, places, config, args, 0, "1/0/1")[0].group  # named per generation
-    assert {r.group for r in episode_requests(prompts, places, config, args, 0, None)} == {None}
+    assert (
+        groups[0] != episode_requests(prompts, places, config, args, 0, "1/0/1")[0].options.group
+    )  # named per generation
+    assert {r.options.group for r in episode_requests(prompts, places, config, args, 0, None)} == {None}
 
 
 def test_import_slime_tau_plugin_does_not_import_trl():

@@ -10,15 +10,15 @@ import asyncio
 
 from slime_tau_plugin.engine.choices import WorkerKind
 from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.request import EpisodeOptions, EpisodeRequest
 from slime_tau_plugin.engine.outcome import failed_result
-from slime_tau_plugin.engine.workers.messages import EpisodeRequest
 from slime_tau_plugin.engine.workers.play import finish
 from slime_tau_plugin.engine.workers.pools import Pending, WorkerPool, WorkerSlot
 
 
 class _HeldSlot(WorkerSlot):
     def submit(self, pending: Pending) -> None:
-        self.pool.sent.append((self.index, pending.request.group))
+        self.pool.sent.append((self.index, pending.request.options.group))
 
     def abort(self, request_id: str) -> None:
         pass
@@ -49,12 +49,12 @@ def test_a_group_goes_to_one_worker_and_other_requests_to_the_least_busy():
 
     async def main():
         runs = [
-            asyncio.ensure_future(pool.run(EpisodeRequest(f"r{i}", 0, {}, {}, group=g), None))
+            asyncio.ensure_future(pool.run(EpisodeRequest(f"r{i}", 0, {}, {}, EpisodeOptions(group=g))))
             for i, g in enumerate(groups)
         ]
         await asyncio.sleep(0)
         pool.slots[0].alive = False  # group a's worker dies: a's next sample goes to a live worker
-        late = asyncio.ensure_future(pool.run(EpisodeRequest("late", 0, {}, {}, group="a"), None))
+        late = asyncio.ensure_future(pool.run(EpisodeRequest("late", 0, {}, {}, EpisodeOptions(group="a"))))
         await asyncio.sleep(0)
         pool.answer_all()
         return await asyncio.gather(*runs, late)

@@ -1,10 +1,11 @@
 """NeMo Gym entry point: :class:`TauAgent`, a τ agent server on NeMo Gym's own ``SimpleResponsesAPIAgent``.
 
 A row (NeMo Gym's ``/run`` body) names one task, ``{"responses_create_params": {"input": []}, "task":
-"tau2/retail/train/7", "seed": 3}``; ``/run`` plays that one episode through the engine's ``play_request`` (the
-call slime's ``generate`` makes; policy = the generation server behind the model server NeMo Gym names, user =
-ours) and answers NeMo Gym's verify response: ``response.output`` holds one training message per model turn with
-its ``prompt_token_ids``, ``generation_token_ids`` and ``generation_log_probs``, ``reward`` is τ's.
+"tau2/retail/train/7", "seed": 3}``; ``/run`` plays that one episode through the engine's failure boundary
+(``play_episode`` and ``finish_episode``, the calls slime's ``generate`` makes; policy = the generation server
+behind the model server NeMo Gym names, user = ours) and answers NeMo Gym's verify response: ``response.output``
+holds one training message per model turn with its ``prompt_token_ids``, ``generation_token_ids`` and
+``generation_log_probs``, ``reward`` is τ's.
 
 Outcomes: an episode that must not train (the user simulator, the policy server or the environment failed; a
 run-level cut-off) is dropped by each consumer's own means, never with a null reward (NeMo RL reads
@@ -45,10 +46,11 @@ from slime_tau_plugin.adapters.nemo_gym.settings import (
     task_metadata,
 )
 from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.request import EpisodeRequest
 from slime_tau_plugin.engine.errors import ConfigError
+from slime_tau_plugin.engine.loop.boundary import play_episode
 from slime_tau_plugin.engine.outcome import training_reward
-from slime_tau_plugin.engine.workers.messages import EpisodeRequest
-from slime_tau_plugin.engine.workers.play import play_request
+from slime_tau_plugin.engine.workers.play import finish_episode
 
 
 class TauAgentConfig(BaseResponsesAPIAgentConfig):
@@ -128,7 +130,7 @@ class TauAgent(SimpleResponsesAPIAgent):
             config = self.tau_config(metadata["benchmark"])
             params = sampling_params(body.responses_create_params.model_dump(exclude_unset=True), body.seed)
             request = EpisodeRequest(uuid.uuid4().hex, None, metadata, params)
-            finished = await play_request(config, request, None)
+            finished = await finish_episode(await play_episode(config, request))
         except ConfigError as exc:
             raise HTTPException(400, " ".join(str(exc).split())) from None
         result = finished.result

@@ -1,13 +1,13 @@
 """slime entry point: ``--custom-generate-function-path slime_tau_plugin.adapters.slime.generate.generate``.
 
 The only module that knows slime's ``Sample``. It reads :class:`TauConfig` from ``args``, turns the sample into an
-``EpisodeRequest``, has it played (``engine.workers``: in this process on its resources for that config, or in
-worker processes / Ray actors with ``tau_episode_workers``) and writes the result into the *same* Sample (through
-``append_response_tokens`` when the class has it, so slime's own top-p/weight-version/cache bookkeeping
-holds). It is the failure boundary: an external failure, or a required setting that is absent, becomes a
-FAILED sample with the reason in ``metadata["error"]``, never an exception into slime. Wrong values
-(an unknown ``tau_*`` key or domain) raise :class:`ConfigError` at once. slime's partial rollout: an aborted
-episode is suspended into its sample and resumed from it (``partial.py``).
+``EpisodeRequest`` (written once, options and all), has it played (the engine's failure boundary: in this process on
+its resources for that config, or in worker processes / Ray actors with ``tau_episode_workers``) and writes the
+result into the *same* Sample (through ``append_response_tokens`` when the class has it, so slime's own
+top-p/weight-version/cache bookkeeping holds). It is the failure boundary: an external failure, or a required
+setting that is absent, becomes a FAILED sample with the reason in ``metadata["error"]``, never an exception into
+slime. Wrong values (an unknown ``tau_*`` key or domain) raise :class:`ConfigError` at once. slime's partial
+rollout: an aborted episode is suspended into its sample and resumed from it (``partial.py``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from slime_tau_plugin.adapters.slime.partial import abort_tally, offpolicy_token
 from slime_tau_plugin.adapters.slime.weight_lag import SPANS_KEY, version_spans
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.episode.cost import COST_KEY
+from slime_tau_plugin.engine.episode.request import AbortCheck, EpisodeOptions, EpisodeRequest, HeldTokens, StoredState
 from slime_tau_plugin.engine.episode.result import EpisodeResult
 from slime_tau_plugin.engine.episode.state import METADATA_KEY
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
-from slime_tau_plugin.engine.loop.run import AbortCheck
+from slime_tau_plugin.engine.loop.boundary import play_episode
 from slime_tau_plugin.engine.outcome import training_reward
-from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode, HeldTokens
-from slime_tau_plugin.engine.workers.play import play_request
+from slime_tau_plugin.engine.workers.messages import FinishedEpisode
+from slime_tau_plugin.engine.workers.play import finish_episode
 from slime_tau_plugin.engine.workers.registry import pool_for
 
 
@@ -53,21 +54,21 @@ async def play_sample(
 ) -> None:
     """Play the sample's task with the config's policy and fill the sample (slime's ``generate``, the CLI).
 
-    The episode runs in this process (``engine.workers.play_request`` on the process's resources, built off the
-    loop on first use) or, with ``tau_episode_workers``, in a worker process or Ray actor that runs the same
-    function: this process then only sends the request and fills the sample. Any failure of the episode is a
-    FAILED sample (the failure boundary); ``args`` is slime's (``append_response_tokens`` reads it; None elsewhere).
+    The episode runs in this process (the failure boundary ``engine.loop.boundary.play_episode`` on the process's
+    resources, built off the loop on first use) or, with ``tau_episode_workers``, in a worker process or Ray actor
+    that runs the same functions: this process then only sends the request and fills the sample. Any failure of the
+    episode is a FAILED sample (the failure boundary); ``args`` is slime's (``append_response_tokens`` reads it; None
+    elsewhere).
 
     Raises:
         ConfigError: a setting is present but unusable (a tokenizer path that holds none, a parser name).
     """
     request = episode_request(args, sample, sampling_params, config, evaluation=evaluation)
     pool = await pool_for(config)
-    should_abort = slime_abort_check(args)
     if pool is None:
-        finished = await play_request(config, request, should_abort)
+        finished = await finish_episode(await play_episode(config, request))
     else:
-        finished = await pool.run(request, should_abort)
+        finished = await pool.run(request)
     abort_tally().note(finished.result)
     fill_sample(args, sample, finished, config, evaluation=evaluation)
 
@@ -75,23 +76,24 @@ async def play_sample(
 def episode_request(
     args: Any, sample: Any, sampling_params: dict[str, Any], config: TauConfig, *, evaluation: bool = False
 ) -> EpisodeRequest:
-    """What the sample asks for, as a value any process can play (no live object, no tokenizer needed)."""
+    """What the sample asks for, written once: a value any process can play (no tokenizer needed), with its options
+    (slime's abort check stays in this process)."""
     session_id = getattr(sample, "session_id", None)
     metadata = dict(getattr(sample, "metadata", None) or {})
     metadata.pop(METADATA_KEY, None)
     state = stored_state(args, sample)
-    return EpisodeRequest(
-        request_id=uuid.uuid4().hex,
-        prompt=getattr(sample, "prompt", None),
-        metadata=metadata,
-        sampling_params=dict(sampling_params),  # slime shares one dict across eval samples
+    held = HeldTokens.of(list(getattr(sample, "tokens", None) or [])) if state is not None else None
+    options = EpisodeOptions(
         session_id=session_id,
         headers={"X-SMG-Routing-Key": str(session_id)} if config.routing_key_header and session_id else None,
-        state=state,
-        held=HeldTokens.of(list(getattr(sample, "tokens", None) or [])) if state is not None else None,
+        should_abort=slime_abort_check(args),
+        resume=StoredState(state, held) if state is not None else None,
         suspend=suspends(args) and not evaluation,
         group=group_of(sample, evaluation=evaluation),
     )
+    prompt = getattr(sample, "prompt", None)
+    # slime shares one sampling dict across eval samples: the request holds its own
+    return EpisodeRequest(uuid.uuid4().hex, prompt, metadata, dict(sampling_params), options)
 
 
 def group_of(sample: Any, *, evaluation: bool = False) -> str | None:

@@ -37,7 +37,7 @@ def suspends(args: Any) -> bool:
 def stored_state(args: Any, sample: Any) -> Any:
     """The suspended state to resume ``sample`` from (``EpisodeState.to_json()`` data): an ABORTED sample that
     holds one, with ``--partial-rollout`` on; else None. The process that plays it parses and checks it against
-    the tokens the sample holds (``engine.workers.play.resumable_state``)."""
+    the tokens the sample holds (``engine.episode.request.StoredState.load``)."""
     raw = (getattr(sample, "metadata", None) or {}).get(METADATA_KEY)
     if raw is None or not suspends(args) or getattr(getattr(sample, "status", None), "name", None) != "ABORTED":
         return None

@@ -4,8 +4,9 @@ TRL (1.16, ``rollout_func(prompts, trainer) -> dict``) hands each process its ro
 (its ``RepeatSampler`` repeats each prompt ``num_generations`` times in a row; accelerate's ``BatchSamplerShard``
 slices the batch per process, so one group may span processes: ``groups.py``). It wants one completion per row:
 ``prompt_ids``, ``completion_ids`` and ``logprobs``, an optional ``env_mask`` (1 on model tokens, 0 on environment
-tokens), and forwards every other field to the reward functions. Each row is one episode, played by the engine's
-``play_request`` (or a worker pool's, with ``tau_episode_workers``), the same call slime's ``generate`` makes:
+tokens), and forwards every other field to the reward functions. Each row is one episode, an ``EpisodeRequest`` played
+through the engine's failure boundary ``play_episode`` (or a worker pool's, with ``tau_episode_workers``), the same
+call slime's ``generate`` makes:
 ``prompt_ids`` are the episode's prompt, ``completion_ids`` its response (model turns, tool and user text),
 ``env_mask`` our loss mask, ``logprobs`` the server's (0.0 where the mask is 0). A row's seed and GRPO group come
 from its global place (``groups.py``), so every process agrees on them.
@@ -44,9 +45,11 @@ from slime_tau_plugin.adapters.trl.episodes import (
 from slime_tau_plugin.adapters.trl.groups import RowPlace, episode_seed, group_key, process_of, row_places
 from slime_tau_plugin.adapters.trl.rows import task_request
 from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.episode.request import EpisodeOptions, EpisodeRequest
+from slime_tau_plugin.engine.loop.boundary import play_episode
 from slime_tau_plugin.engine.outcome import training_reward
-from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
-from slime_tau_plugin.engine.workers.play import play_request
+from slime_tau_plugin.engine.workers.messages import FinishedEpisode
+from slime_tau_plugin.engine.workers.play import finish_episode
 from slime_tau_plugin.engine.workers.registry import pool_for
 from slime_tau_plugin.reporting.failure_guard import FailureGuard, FailureGuardError
 
@@ -168,16 +171,17 @@ def episode_requests(
         task_prompt, metadata = task_request(prompt, config)
         params = sampling_params(args, episode_seed(int(args.seed), step, str(prompt), place.row))
         group = None if generation is None else group_key(generation, place, str(prompt))
-        requests.append(EpisodeRequest(uuid.uuid4().hex, task_prompt, metadata, params, group=group))
+        requests.append(EpisodeRequest(uuid.uuid4().hex, task_prompt, metadata, params, EpisodeOptions(group=group)))
     return requests
 
 
 async def play_all(config: TauConfig, requests: list[EpisodeRequest]) -> list[FinishedEpisode]:
-    """Play every request concurrently, as slime's ``generate`` plays one (``play_request``, or the pool's)."""
+    """Play every request concurrently, as slime's ``generate`` plays one (the failure boundary, or the pool's)."""
     pool = await pool_for(config)
     if pool is None:
-        return list(await asyncio.gather(*(play_request(config, r, None) for r in requests)))
-    return list(await asyncio.gather(*(pool.run(r, None) for r in requests)))
+        played = await asyncio.gather(*(play_episode(config, r) for r in requests))
+        return list(await asyncio.gather(*(finish_episode(p) for p in played)))
+    return list(await asyncio.gather(*(pool.run(r) for r in requests)))
 
 
 def trl_output(finished: list[FinishedEpisode], config: TauConfig, *, evaluation: bool) -> dict[str, list[Any]]:

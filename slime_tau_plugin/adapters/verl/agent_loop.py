@@ -45,6 +45,7 @@ from slime_tau_plugin.adapters.verl.recipes import refuse_recipes
 from slime_tau_plugin.adapters.verl.rows import AGENT_NAME, is_evaluation, task_ref_from_extra_info
 from slime_tau_plugin.engine.config.keys import Trainer
 from slime_tau_plugin.engine.config.tau_config import TauConfig, coerce_field, known_key, refuse_unread
+from slime_tau_plugin.engine.episode.request import EpisodeOptions, EpisodeRequest
 from slime_tau_plugin.engine.episode.result import EpisodeResult, SampleStatus
 from slime_tau_plugin.engine.errors import ConfigError, FailedEndpoint
 from slime_tau_plugin.engine.loop.blocking import run_blocking
@@ -143,14 +144,14 @@ class TauAgentLoop(AgentLoopBase):
             timeout_s=config.policy_timeout_s,
             retry=RetrySettings(attempts=config.policy_retries),
         )
+        options = EpisodeOptions(session_id=policy.request_id, group=_group_of(row))
+        request = EpisodeRequest(policy.request_id, None, {}, sampling_params, options)
         played = await play_episode(  # the one failure boundary: nothing but a ConfigError reaches verl
             config,
-            lambda: task_ref_from_extra_info(row.get("extra_info"), config),
-            sampling_params,
+            request,
+            task=lambda: task_ref_from_extra_info(row.get("extra_info"), config),
             policy=policy,
             tokenizer=self.tokenizer,
-            session_id=policy.request_id,
-            group=_group_of(row),
         )
         if played.resources is not None and self.rollout_config.get("enable_rollout_routing_replay"):
             await self._read_hf_routing_shape()

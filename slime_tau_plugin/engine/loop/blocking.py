@@ -1,5 +1,7 @@
 """The doors through which synchronous work leaves the event loop: τ code (:func:`run_blocking`: a bounded
-pool with a timeout) and the plugin's own CPU work (:func:`run_cpu`: template rendering and tokenizing).
+pool with a timeout), the plugin's own CPU work (:func:`run_cpu`: template rendering and tokenizing), and an
+episode's calls to τ and the user simulator (:class:`EpisodeCalls`: timed into the episode, their failures turned
+into the package's error types at this one seam).
 
 slime runs every rollout coroutine on one event-loop thread; a τ reset or reward, or a chat template rendered,
 that ran on it would stall every other episode. A worker thread does not free the GIL for Python code, but the
@@ -12,11 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sysconfig
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from slime_tau_plugin.engine.errors import EnvBackendError, TauPluginError, UserSimulatorError
 from slime_tau_plugin.engine.shared import shared_state
+
+if TYPE_CHECKING:
+    from slime_tau_plugin.engine.loop.live import LiveEpisode
 
 T = TypeVar("T")
 
@@ -81,3 +88,50 @@ async def run_blocking(fn: Callable[..., T], *args, timeout: float, workers: int
         return await asyncio.wait_for(future, timeout)
     except asyncio.TimeoutError as exc:
         raise TimeoutError(f"{name} timed out after {timeout}s") from exc
+
+
+class EpisodeCalls:
+    """Timed, off-loop calls for one engine: τ code in the bounded pool, the user simulator awaited."""
+
+    def __init__(self, timeout_s: float, workers: int) -> None:
+        self.timeout_s = timeout_s
+        self.workers = workers
+
+    async def env(self, ep: LiveEpisode, fn: Callable[..., T], *args: Any) -> T:
+        """A timed τ call off the loop (reset, step, reward); failures become EnvBackendError."""
+        t0 = time.perf_counter()
+        try:
+            return await self.blocking(fn, *args, error=EnvBackendError)
+        finally:
+            ep.env_s += time.perf_counter() - t0
+
+    async def user(self, ep: LiveEpisode, awaitable: Awaitable[T]) -> T:
+        """Await a user-simulator step; its unexpected failures become UserSimulatorError."""
+        t0 = time.perf_counter()
+        try:
+            return await awaitable
+        except TauPluginError:
+            raise
+        except Exception as exc:
+            raise UserSimulatorError(f"user simulator failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            ep.user_s += time.perf_counter() - t0
+
+    def runner(self, error: type[TauPluginError]) -> Callable[..., Awaitable[Any]]:
+        """``await run(fn, *args)``: what a user simulator gets to reach its tools."""
+
+        async def run(fn, *args):
+            return await self.blocking(fn, *args, error=error)
+
+        return run
+
+    async def blocking(self, fn: Callable[..., T], *args: Any, error: type[TauPluginError]) -> T:
+        """Run τ code off the loop; translate its failures into our error type at this seam."""
+        try:
+            return await run_blocking(fn, *args, timeout=self.timeout_s, workers=self.workers)
+        except TauPluginError:
+            raise
+        except TimeoutError as exc:
+            raise error(f"{getattr(fn, '__name__', fn)} timed out after {self.timeout_s}s") from exc
+        except Exception as exc:
+            raise error(f"{getattr(fn, '__name__', fn)} failed: {type(exc).__name__}: {exc}") from exc

@@ -1,34 +1,48 @@
-"""One running episode's live parts, and the timed calls that reach τ and the user simulator off the loop.
+"""One running episode's state: :class:`LiveEpisode`, and the :class:`TurnState` its turn loop stands in.
 
-:class:`LiveEpisode` is what an episode accumulates while it plays; it ends as an :class:`EpisodeResult`
-(``result``) or, when the trainer stops it before its end, as an :class:`EpisodeState` (``to_state``): the
-value that resumes it later, anywhere. :class:`EpisodeCalls` is the one seam where synchronous τ code and
-the user simulator are awaited: it times each call into the episode and turns unexpected failures into the
-package's error types. The runner (``loop/run.py``) and the start/resume code (``loop/start.py``) share it.
+:class:`LiveEpisode` is the one state of a running episode (verl's ``AgentData``, τ²'s ``Orchestrator`` state):
+the request's options, what the episode accumulates and the turn in progress, read and written by each
+:class:`TurnState`'s method (``loop/turns.py``). It ends as an :class:`EpisodeResult` (``result``) or, when the
+trainer stops it before its end, as an :class:`EpisodeState` (``to_state``): the value that resumes it later,
+anywhere. It holds state only: the calls that reach τ and the user simulator off the loop, timed into it, are
+``blocking.EpisodeCalls``.
 """
 
 from __future__ import annotations
 
+import enum
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from slime_tau_plugin.engine.chat.templates import ChatTemplate
-from slime_tau_plugin.engine.chat.tool_calls import ToolCallParser
+from slime_tau_plugin.engine.chat.tool_calls import ParsedAction, ToolCallParser
 from slime_tau_plugin.engine.episode.cost import ChatCost, CustomerCost
 from slime_tau_plugin.engine.episode.limits import StepLedger
+from slime_tau_plugin.engine.episode.request import EpisodeOptions
 from slime_tau_plugin.engine.episode.result import EpisodeCounters, EpisodeResult, EpisodeTimings, TerminationReason
 from slime_tau_plugin.engine.episode.state import EpisodeState, segment_states
 from slime_tau_plugin.engine.episode.task_ref import TaskRef
-from slime_tau_plugin.engine.episode.trajectory import Trajectory
-from slime_tau_plugin.engine.errors import EnvBackendError, FailedEndpoint, TauPluginError, UserSimulatorError
-from slime_tau_plugin.engine.loop.blocking import run_blocking
+from slime_tau_plugin.engine.episode.trajectory import TokenBudget, Trajectory
+from slime_tau_plugin.engine.errors import FailedEndpoint
 from slime_tau_plugin.engine.loop.env_log import RecordingSession
 from slime_tau_plugin.engine.net.stats import ChatMeter, NetStats
 from slime_tau_plugin.engine.users.simulators import UserSimulator, UserTurn
 
-T = TypeVar("T")
+
+class TurnState(enum.Enum):
+    """Where a turn of the episode loop stands (``TurnLoop.play``): each state's step returns the next."""
+
+    GENERATING = "generating"
+    """Between-turn checks (turn limit, abort, deadline, budget), then the policy generates the model turn."""
+    PARSING = "parsing"
+    """The model's text becomes an action (tool calls, a reply to the user, or an invalid call)."""
+    ACTING = "acting"
+    """τ's tools or the user simulator answer the action."""
+    CONTINUING = "continuing"
+    """The chat template's continuation ids join the trajectory; the next turn begins."""
+    ENDED = "ended"
+    """A :class:`TerminationReason` ended the episode."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +60,16 @@ class ResumeStats:
 
 @dataclass(slots=True)
 class LiveEpisode:
-    """What one running episode accumulates; frozen into a result at its end or a state when suspended."""
+    """The one state of a running episode: how it plays, what it accumulates, the turn in progress; frozen into a
+    result at its end or a state when suspended."""
 
     task: TaskRef
+    sampling_params: dict[str, Any] = field(default_factory=dict)
+    """The trainer's sampling parameters (the boundary's copy: a trainer may share one dict across samples)."""
+    options: EpisodeOptions = EpisodeOptions()
+    """How the trainer plays it: the request's options, a suspended state already loaded."""
+    rid_prefix: str = ""
+    """The policy's request ids are ``{rid_prefix}-{turn}``: the session id, or a random one."""
     t0: float = field(default_factory=time.perf_counter)
     session: RecordingSession | None = None
     user: UserSimulator | None = None
@@ -78,7 +99,25 @@ class LiveEpisode:
     guidelines: str | None = None
     """Which user-simulator guidelines the customer runs (``TauConfig.user_guidelines_label``): in its cost."""
     ended: TerminationReason | None = None
-    """Set when the episode is over before the model's first turn (a task whose history ends with the user's stop)."""
+    """Why the episode ended: set by the turn state that ends it, or before the model's first turn (a task whose
+    history ends with the user's stop)."""
+    budget: TokenBudget | None = None
+    """The episode's token caps (``TurnLoop.token_budget``), set when its turns begin."""
+    turn: int = 0
+    """0-based index of the model turn being played."""
+    output: list[int] = field(default_factory=list)
+    """The model turn's ids (a resumed open turn's included)."""
+    text: str = ""
+    """The model turn decoded."""
+    action: ParsedAction | None = None
+    """The model turn parsed: tool calls, a reply to the user, or an invalid call."""
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    """What the tools or the user answered: the messages the model sees next."""
+
+    def end(self, reason: TerminationReason) -> TurnState:
+        """End the episode with ``reason`` (the state every turn state returns last)."""
+        self.ended = reason
+        return TurnState.ENDED
 
     def active_s(self) -> float:
         return self.active_before_s + time.perf_counter() - self.t0
@@ -165,50 +204,3 @@ class LiveEpisode:
 
 def _frozen(meter: ChatMeter) -> ChatCost:
     return ChatCost(meter.requests, meter.failed, meter.prompt_tokens, meter.completion_tokens, meter.wait_s)
-
-
-class EpisodeCalls:
-    """Timed, off-loop calls for one engine: τ code in the bounded pool, the user simulator awaited."""
-
-    def __init__(self, timeout_s: float, workers: int) -> None:
-        self.timeout_s = timeout_s
-        self.workers = workers
-
-    async def env(self, ep: LiveEpisode, fn: Callable[..., T], *args: Any) -> T:
-        """A timed τ call off the loop (reset, step, reward); failures become EnvBackendError."""
-        t0 = time.perf_counter()
-        try:
-            return await self.blocking(fn, *args, error=EnvBackendError)
-        finally:
-            ep.env_s += time.perf_counter() - t0
-
-    async def user(self, ep: LiveEpisode, awaitable: Awaitable[T]) -> T:
-        """Await a user-simulator step; its unexpected failures become UserSimulatorError."""
-        t0 = time.perf_counter()
-        try:
-            return await awaitable
-        except TauPluginError:
-            raise
-        except Exception as exc:
-            raise UserSimulatorError(f"user simulator failed: {type(exc).__name__}: {exc}") from exc
-        finally:
-            ep.user_s += time.perf_counter() - t0
-
-    def runner(self, error: type[TauPluginError]) -> Callable[..., Awaitable[Any]]:
-        """``await run(fn, *args)``: what a user simulator gets to reach its tools."""
-
-        async def run(fn, *args):
-            return await self.blocking(fn, *args, error=error)
-
-        return run
-
-    async def blocking(self, fn: Callable[..., T], *args: Any, error: type[TauPluginError]) -> T:
-        """Run τ code off the loop; translate its failures into our error type at this seam."""
-        try:
-            return await run_blocking(fn, *args, timeout=self.timeout_s, workers=self.workers)
-        except TauPluginError:
-            raise
-        except TimeoutError as exc:
-            raise error(f"{getattr(fn, '__name__', fn)} timed out after {self.timeout_s}s") from exc
-        except Exception as exc:
-            raise error(f"{getattr(fn, '__name__', fn)} failed: {type(exc).__name__}: {exc}") from exc

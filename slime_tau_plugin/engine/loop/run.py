@@ -4,9 +4,10 @@ Read top to bottom: open the episode (fresh, or resumed from a suspended state: 
 turns (``loop/turns.py``: :class:`~.turns.TurnState` generating -> parsing -> acting -> continuing, until a
 :class:`TerminationReason`), then turn the ending into the result: an error ladder that names each failure,
 a suspended state for an aborted episode that asked for one, τ's reward for a scored one. τ calls go through
-``loop/live.EpisodeCalls``. The engine takes what the process shares (``resources.EpisodeResources``) and this
-episode's policy; it never imports slime or verl, and never picks a policy class itself. Front doors call
-:func:`run_episode` (through the failure boundary, ``loop/boundary.play_episode``).
+``loop/blocking.EpisodeCalls``. The engine takes what the process shares (``resources.EpisodeResources``) and this
+episode's policy; it never imports slime or verl, and never picks a policy class itself. Front doors reach
+:meth:`EpisodeEngine.play` through the failure boundary (``loop/boundary.play_episode``) with the request's
+:class:`~slime_tau_plugin.engine.episode.request.EpisodeOptions`; :func:`run_episode` is the library's call.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from slime_tau_plugin.engine.choices import UserKind
 from slime_tau_plugin.engine.config.review_settings import ReviewSettings
 from slime_tau_plugin.engine.envs import TaskRef
+from slime_tau_plugin.engine.episode.request import AbortCheck, EpisodeOptions
 from slime_tau_plugin.engine.episode.result import EpisodeResult, TerminationReason
 from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.errors import (
@@ -33,11 +36,12 @@ from slime_tau_plugin.engine.errors import (
     UserTokenBudgetError,
     failed_endpoint_of,
 )
-from slime_tau_plugin.engine.loop.live import EpisodeCalls, LiveEpisode
+from slime_tau_plugin.engine.loop.blocking import EpisodeCalls
+from slime_tau_plugin.engine.loop.live import LiveEpisode
 from slime_tau_plugin.engine.loop.review import review_episode
 from slime_tau_plugin.engine.loop.start import open_fresh
 from slime_tau_plugin.engine.loop.start import resume as resume_episode
-from slime_tau_plugin.engine.loop.turns import AbortCheck, EpisodeRun, TurnLoop
+from slime_tau_plugin.engine.loop.turns import TurnLoop
 from slime_tau_plugin.engine.net.endpoints import EndpointRole, GuardSettings
 from slime_tau_plugin.engine.net.replicas import ReplicaSet, on_replica
 from slime_tau_plugin.engine.net.retry import guarded_on_replicas
@@ -45,9 +49,10 @@ from slime_tau_plugin.engine.net.stats import NetStats, episode_stats
 from slime_tau_plugin.engine.policy.client import PolicyClient
 from slime_tau_plugin.engine.resources import EpisodeResources
 
+__all__ = ["AbortCheck", "EpisodeEngine", "run_episode"]
+
 logger = logging.getLogger(__name__)
 
-Ending = TerminationReason | None
 EnvInfo = dict[str, str]
 
 
@@ -64,43 +69,68 @@ class EpisodeEngine:
         self.calls = EpisodeCalls(self.config.env_timeout_s, self.config.env_workers)
         self.review = ReviewSettings.from_config(self.config)
 
-    async def run_episode(
-        self,
-        ref: TaskRef,
-        sampling_params: dict[str, Any],
-        *,
-        session_id: str | None = None,
-        headers: dict[str, str] | None = None,
-        should_abort: AbortCheck | None = None,
-        resume: EpisodeState | None = None,
-        suspend: bool = False,
-        group: str | None = None,
-    ) -> EpisodeResult:
-        """Play ``ref`` to the end and return the token-exact result. Never raises for external failures.
+    async def play(self, task: TaskRef, sampling_params: dict[str, Any], options: EpisodeOptions) -> EpisodeResult:
+        """Play ``task`` to the end and return the token-exact result. Never raises for external failures.
 
-        ``resume``: go on from a suspended episode's state instead of starting (``ref`` is the state's task).
-        ``suspend``: an episode the trainer aborts returns its resumable state in ``EpisodeResult.state``.
-        ``group``: the trainer's GRPO group of the episode (its customer's opening is the group's with
-        ``tau_user_shared_opening``); None outside training.
+        Opens the episode (fresh, or from ``options.resume``: ``task`` is then the state's), plays its turns, and
+        turns the ending into the result: a suspended state for an aborted episode when ``options.suspend``, τ's
+        reward and the review for a scored one.
+
+        Raises:
+            ResumeError: ``options.resume`` is a stored state that cannot be read (the boundary loads it first).
         """
+        ep = self._live(task, sampling_params, options)
+        with episode_stats(ep.net):  # the clients count retries and waits into it (a context variable per task)
+            env_info = self.backend.package_version()
+            failed = await self._open(ep, env_info)
+            if failed is not None:
+                return failed
+            error = None
+            try:
+                termination = ep.ended or await TurnLoop(self.policy, self.config, self.calls).play(ep)
+            except EpisodeDeadlineError as exc:
+                termination, error = TerminationReason.DEADLINE, str(exc)
+            except ContextLengthError as exc:
+                termination, error = TerminationReason.CONTEXT_LENGTH, str(exc)
+            except UserTokenBudgetError as exc:
+                termination, error = TerminationReason.USER_TOKEN_BUDGET, str(exc)
+            except PolicyError as exc:
+                return self._fail(ep, TerminationReason.POLICY_ERROR, exc, env_info)
+            except UserSimulatorError as exc:
+                return self._fail(ep, TerminationReason.USER_ERROR, exc, env_info)
+            except EnvBackendError as exc:
+                return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
+            return await self._ending(ep, termination, error, env_info)
+
+    async def run_episode(self, ref: TaskRef, sampling_params: dict[str, Any], **options: Any) -> EpisodeResult:
+        """The published call (``TrainableAgentMixin.run_episode``): :meth:`play` with ``options`` the fields of
+        :class:`EpisodeOptions` (``session_id``, ``should_abort``, ``resume`` ...)."""
+        return await self.play(ref, sampling_params, EpisodeOptions(**options))
+
+    def _live(self, task: TaskRef, sampling_params: dict[str, Any], options: EpisodeOptions) -> LiveEpisode:
+        """The episode's state before it opens: its task, options and clock (a resumed episode's deadline counts
+        the time it already played)."""
+        resume = options.state()
+        options = replace(options, resume=resume)
         timeout = self.config.episode_timeout_s
         played = resume.active_s if resume is not None else 0.0
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout - played)
-        net = NetStats(self.config.retry_budget, deadline)
-        task = resume.task_ref if resume is not None else ref
-        ep = LiveEpisode(task, net=net, user_info=self._user_info(sampling_params.get("sampling_seed")))
-        run = EpisodeRun(session_id or uuid.uuid4().hex, headers, should_abort, resume, suspend, group)
-        with episode_stats(net):  # the clients count retries and waits into it (a context variable per task)
-            return await self._play(ep, sampling_params, run)
+        return LiveEpisode(
+            resume.task_ref if resume is not None else task,
+            sampling_params,
+            options,
+            options.session_id or uuid.uuid4().hex,
+            net=NetStats(self.config.retry_budget, deadline),
+            user_info=self._user_info(sampling_params.get("sampling_seed")),
+        )
 
-    async def _play(self, ep: LiveEpisode, sampling_params: dict[str, Any], run: EpisodeRun) -> EpisodeResult:
-        env_info = self.backend.package_version()
-        seed = sampling_params.get("sampling_seed")
+    async def _open(self, ep: LiveEpisode, env_info: EnvInfo) -> EpisodeResult | None:
+        """Open the episode fresh or from its state; the result when it cannot begin, else None."""
         try:
-            if run.resume is None:
-                await open_fresh(self.calls, self.resources, ep, seed, run.group)
+            if ep.options.resume is None:
+                await open_fresh(self.calls, self.resources, ep)
             else:
-                await resume_episode(self.calls, self.resources, ep, run.resume, seed)
+                await resume_episode(self.calls, self.resources, ep)
         except EpisodeDeadlineError as exc:
             return ep.result(TerminationReason.DEADLINE, env_info, error=str(exc))
         except UserTokenBudgetError as exc:
@@ -109,25 +139,14 @@ class EpisodeEngine:
             return self._fail(ep, TerminationReason.USER_ERROR, exc, env_info)
         except TauPluginError as exc:
             return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
-        error = None
-        try:
-            termination = ep.ended or await TurnLoop(self.policy, self.config, self.calls).play(
-                ep, sampling_params, run
-            )
-        except EpisodeDeadlineError as exc:
-            termination, error = TerminationReason.DEADLINE, str(exc)
-        except ContextLengthError as exc:
-            termination, error = TerminationReason.CONTEXT_LENGTH, str(exc)
-        except UserTokenBudgetError as exc:
-            termination, error = TerminationReason.USER_TOKEN_BUDGET, str(exc)
-        except PolicyError as exc:
-            return self._fail(ep, TerminationReason.POLICY_ERROR, exc, env_info)
-        except UserSimulatorError as exc:
-            return self._fail(ep, TerminationReason.USER_ERROR, exc, env_info)
-        except EnvBackendError as exc:
-            return self._fail(ep, TerminationReason.ENV_ERROR, exc, env_info)
+        return None
+
+    async def _ending(
+        self, ep: LiveEpisode, termination: TerminationReason, error: str | None, env_info: EnvInfo
+    ) -> EpisodeResult:
+        """The result of an episode whose turns ended: suspended, cut off, or scored and reviewed."""
         if termination is TerminationReason.ABORTED:  # never scored: suspended when asked, else thrown away
-            state = await self._suspend(ep) if run.suspend else None
+            state = await self._suspend(ep) if ep.options.suspend else None
             return ep.result(termination, env_info, error=error, state=state)
         if termination.is_cut_off:  # the deadline or the user's token budget: never scored
             return ep.result(termination, env_info, error=error)
@@ -141,7 +160,7 @@ class EpisodeEngine:
             termination, env_info, reward=float(scored.reward), reward_info=scored.breakdown, error=error
         )
         judge = self.resources.review_judge  # a customer error that decided it: user_error (review/)
-        return await review_episode(ep, result, self.review, judge, key=f"{ep.task.task_id}:{run.rid_prefix}")
+        return await review_episode(ep, result, self.review, judge, key=f"{ep.task.task_id}:{ep.rid_prefix}")
 
     async def _score(self, ep: LiveEpisode, termination: TerminationReason) -> Any:
         """τ's reward, through the judge's guards: an NL-assertion judge that fails every request is waited
@@ -192,30 +211,12 @@ class EpisodeEngine:
 
 
 async def run_episode(
-    resources: EpisodeResources,
-    policy: PolicyClient,
-    task: TaskRef,
-    sampling_params: dict[str, Any],
-    *,
-    session_id: str | None = None,
-    headers: dict[str, str] | None = None,
-    should_abort: AbortCheck | None = None,
-    resume: EpisodeState | None = None,
-    suspend: bool = False,
-    group: str | None = None,
+    resources: EpisodeResources, policy: PolicyClient, task: TaskRef, sampling_params: dict[str, Any], **options: Any
 ) -> EpisodeResult:
     """Play ``task`` with ``policy`` on the process's ``resources``; the typed result, never an external failure.
 
-    ``resume``/``suspend``/``group``: see :meth:`EpisodeEngine.run_episode` (slime's partial rollout uses both).
+    ``options``: the fields of :class:`EpisodeOptions` (``session_id``, ``headers``, ``should_abort``, ``resume``,
+    ``suspend``, ``group``; slime's partial rollout uses ``resume`` and ``suspend``). The library's call; front
+    doors go through the failure boundary (``loop/boundary.play_episode``).
     """
-    engine = EpisodeEngine(resources, policy)
-    return await engine.run_episode(
-        task,
-        sampling_params,
-        session_id=session_id,
-        headers=headers,
-        should_abort=should_abort,
-        resume=resume,
-        suspend=suspend,
-        group=group,
-    )
+    return await EpisodeEngine(resources, policy).play(task, sampling_params, EpisodeOptions(**options))

@@ -17,24 +17,23 @@ from slime_tau_plugin.engine.episode.result import EpisodeCounters, TerminationR
 from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
 from slime_tau_plugin.engine.errors import EnvBackendError, ResumeError, UserSimulatorError
+from slime_tau_plugin.engine.loop.blocking import EpisodeCalls
 from slime_tau_plugin.engine.loop.env_log import RecordingSession, replay
-from slime_tau_plugin.engine.loop.live import EpisodeCalls, LiveEpisode, ResumeStats
+from slime_tau_plugin.engine.loop.live import LiveEpisode, ResumeStats
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.users.simulators import make_user
 
 
-async def open_fresh(
-    calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, seed: int | None, group: str | None = None
-) -> None:
-    """Open the env, the tooling and the user; ``seed`` (the episode's ``sampling_seed``) seeds an LLM user, whose
-    opening is its GRPO ``group``'s with ``tau_user_shared_opening``.
+async def open_fresh(calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode) -> None:
+    """Open the env, the tooling and the user; the episode's ``sampling_seed`` seeds an LLM user, whose opening is
+    its GRPO group's (``ep.options.group``) with ``tau_user_shared_opening``.
 
     The prompt is the system prompt, the task's message history as the agent saw it (if any) and, when the user
     speaks first (always without history), the user's first message. A user who stops at once ends a task with
     history (``ep.ended``), as in τ²; without history it is a user-simulator failure.
     """
     session = await calls.env(ep, resources.backend.open, ep.task, resources.env_options)
-    await _tooling_and_user(calls, resources, ep, RecordingSession(session), seed, group)
+    await _tooling_and_user(calls, resources, ep, RecordingSession(session), ep.options.group)
     history = session.history
     first = history.first_move if history is not None else FirstMove.USER
     ep.messages = [{"role": "system", "content": session.agent_system_prompt}]
@@ -61,17 +60,18 @@ def prompt_messages(history: MessageHistory | None) -> int:
     return 1 + len(history.agent_view) + int(history.first_move is FirstMove.USER)
 
 
-async def resume(
-    calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode, state: EpisodeState, seed: int | None
-) -> None:
-    """Rebuild ``ep`` from ``state`` on fresh collaborators, checking that they reach the world it left.
+async def resume(calls: EpisodeCalls, resources: EpisodeResources, ep: LiveEpisode) -> None:
+    """Rebuild ``ep`` from its suspended state (``ep.options.resume``) on fresh collaborators, checking that they
+    reach the world it left. The user simulator is rebuilt without the group: its opening is in the state.
 
     Raises:
         ResumeError: a replayed answer, the database hash, the template mode or the prompt ids differ.
     """
+    state = ep.options.resume
+    assert isinstance(state, EpisodeState)  # the engine loaded it (EpisodeOptions.state)
     fresh = await calls.env(ep, resources.backend.open, ep.task, resources.env_options)
     session = await calls.env(ep, replay, fresh, state.actions, state.env_hash)
-    await _tooling_and_user(calls, resources, ep, session, seed)
+    await _tooling_and_user(calls, resources, ep, session)
     if ep.template.mode.value != state.template_mode:
         raise ResumeError(
             f"resume: the chat template now computes continuations as {ep.template.mode.value!r}; "
@@ -108,9 +108,9 @@ async def _tooling_and_user(
     resources: EpisodeResources,
     ep: LiveEpisode,
     session: RecordingSession,
-    seed: int | None,
     group: str | None = None,
 ) -> None:
+    seed = ep.sampling_params.get("sampling_seed")
     ep.session = session
     ep.template, ep.parser = await calls.blocking(resources.tooling.get, session.tools, error=EnvBackendError)
     runner = calls.runner(EnvBackendError)

@@ -2,84 +2,31 @@
 
 GENERATING -> PARSING -> ACTING -> CONTINUING -> GENERATING ..., until a state ENDS the episode with its
 :class:`TerminationReason` (verl's ``ToolAgentLoop`` reads the same way). Each state is one method that returns
-the next; the turn in progress (:class:`Turn`) is the only thing they hand each other. Every id the policy
+the next. Every id the policy
 sampled is kept unchanged (mask 1) and every continuation comes from the chat template (mask 0); τ²'s error and
-step limits and its agent-error rule are asked where τ asks them. :class:`~.run.EpisodeEngine` opens the
-episode, runs :class:`TurnLoop` and turns its ending into the result.
+step limits and its agent-error rule are asked where τ asks them. Like verl's ``AgentData``, the episode's whole
+state is one value, :class:`~.live.LiveEpisode` (the turn in progress included), and each state's method reads and
+writes it; the loop itself holds only the collaborators. :class:`~.run.EpisodeEngine` opens the episode, runs
+:class:`TurnLoop` and turns its ending into the result.
 """
 
 from __future__ import annotations
 
-import enum
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from slime_tau_plugin.engine.chat.tool_calls import ParsedAction
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import EnvToolCall
+from slime_tau_plugin.engine.episode.request import AbortCheck
 from slime_tau_plugin.engine.episode.result import TerminationReason
-from slime_tau_plugin.engine.episode.state import EpisodeState
 from slime_tau_plugin.engine.episode.trajectory import TokenBudget
-from slime_tau_plugin.engine.loop.blocking import run_cpu
-from slime_tau_plugin.engine.loop.live import EpisodeCalls, LiveEpisode
+from slime_tau_plugin.engine.loop.blocking import EpisodeCalls, run_cpu
+from slime_tau_plugin.engine.loop.live import LiveEpisode, TurnState
 from slime_tau_plugin.engine.policy.client import FinishReason, PolicyClient
 from slime_tau_plugin.engine.users.simulators import UserTurn
 
-AbortCheck = Callable[[], bool]
-"""Asked between turns: True when the trainer no longer wants this episode (slime's rollout abort)."""
-
-
-class TurnState(enum.Enum):
-    """Where a turn of the episode loop stands (``TurnLoop.play``): each state's step returns the next."""
-
-    GENERATING = "generating"
-    """Between-turn checks (turn limit, abort, deadline, budget), then the policy generates the model turn."""
-    PARSING = "parsing"
-    """The model's text becomes an action (tool calls, a reply to the user, or an invalid call)."""
-    ACTING = "acting"
-    """τ's tools or the user simulator answer the action."""
-    CONTINUING = "continuing"
-    """The chat template's continuation ids join the trajectory; the next turn begins."""
-    ENDED = "ended"
-    """A :class:`TerminationReason` ended the episode."""
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeRun:
-    """How one call of ``run_episode`` plays: request ids, routing headers, abort check, resume and suspend."""
-
-    rid_prefix: str
-    headers: dict[str, str] | None
-    should_abort: AbortCheck | None
-    resume: EpisodeState | None
-    suspend: bool
-    group: str | None = None
-    """The trainer's GRPO group (the customer's opening is shared within it: ``users/shared_opening.py``)."""
-
-
-@dataclass(slots=True)
-class Turn:
-    """The turn in progress: what its states hand each other (the loop's only mutable scratch)."""
-
-    ep: LiveEpisode
-    sampling_params: dict[str, Any]
-    run: EpisodeRun
-    budget: TokenBudget
-    number: int = 0
-    """0-based index of the model turn being played."""
-    output: list[int] = field(default_factory=list)
-    """The model turn's ids (a resumed open turn's included)."""
-    text: str = ""
-    action: ParsedAction | None = None
-    answers: list[dict[str, Any]] = field(default_factory=list)
-    """What the tools or the user answered: the messages the model sees next."""
-    ending: TerminationReason | None = None
-
-    def end(self, reason: TerminationReason) -> TurnState:
-        self.ending = reason
-        return TurnState.ENDED
+__all__ = ["AbortCheck", "TurnLoop", "TurnState"]
 
 
 class TurnLoop:
@@ -92,13 +39,13 @@ class TurnLoop:
         self.limits = config.limits
         self.calls = calls
 
-    async def play(self, ep: LiveEpisode, sampling_params: dict[str, Any], run: EpisodeRun) -> TerminationReason:
+    async def play(self, ep: LiveEpisode) -> TerminationReason:
         """The turn's states, read top to bottom: GENERATING -> PARSING -> ACTING -> CONTINUING -> GENERATING ...,
         until one of them ENDS the episode with its :class:`TerminationReason`. A turn cut mid-generation
         (``ep.open_turn``, after an abort and a resume) goes on from the ids it had: its next request continues
         it, and it counts once."""
-        turn = Turn(ep, sampling_params, run, self.token_budget(sampling_params))
-        turn.number = ep.num_turns - 1 if ep.open_turn else ep.num_turns
+        ep.budget = self.token_budget(ep.sampling_params)
+        ep.turn = ep.num_turns - 1 if ep.open_turn else ep.num_turns
         step = {
             TurnState.GENERATING: self._generating,
             TurnState.PARSING: self._parsing,
@@ -107,68 +54,67 @@ class TurnLoop:
         }
         state = TurnState.GENERATING
         while state is not TurnState.ENDED:
-            state = await step[state](turn)
-        assert turn.ending is not None
-        return turn.ending
+            state = await step[state](ep)
+        assert ep.ended is not None
+        return ep.ended
 
-    async def _generating(self, t: Turn) -> TurnState:
+    async def _generating(self, ep: LiveEpisode) -> TurnState:
         """Between turns: the turn limit, the trainer's abort, the deadline, the token budget; then one
         generation, every sampled id kept with its log-prob (mask 1)."""
-        ep, traj = t.ep, t.ep.trajectory
-        if t.number >= self.config.max_turns:
-            return t.end(TerminationReason.MAX_TURNS)
-        if t.run.should_abort is not None and t.run.should_abort():
-            return t.end(TerminationReason.ABORTED)
+        traj, options = ep.trajectory, ep.options
+        if ep.turn >= self.config.max_turns:
+            return ep.end(TerminationReason.MAX_TURNS)
+        if options.should_abort is not None and options.should_abort():
+            return ep.end(TerminationReason.ABORTED)
         if ep.net.past_deadline():
-            return t.end(TerminationReason.DEADLINE)
-        max_new = t.budget.max_new_tokens(traj, used_this_turn=len(ep.open_turn))
+            return ep.end(TerminationReason.DEADLINE)
+        max_new = ep.budget.max_new_tokens(traj, used_this_turn=len(ep.open_turn))
         if max_new < 1:
-            return t.end(TerminationReason.BUDGET if not ep.open_turn else TerminationReason.LENGTH)
-        params = {**t.sampling_params, "max_new_tokens": max_new}
+            return ep.end(TerminationReason.BUDGET if not ep.open_turn else TerminationReason.LENGTH)
+        params = {**ep.sampling_params, "max_new_tokens": max_new}
         t0 = time.perf_counter()
-        gen = await self.policy.generate(traj.ids, params, rid=f"{t.run.rid_prefix}-{t.number}", headers=t.run.headers)
+        gen = await self.policy.generate(traj.ids, params, rid=f"{ep.rid_prefix}-{ep.turn}", headers=options.headers)
         ep.policy_s += time.perf_counter() - t0
         traj.add_model_turn(gen.output_ids, gen.log_probs, gen.meta_info)
         ep.open_turn.extend(gen.output_ids)
-        ep.num_turns = t.number + 1 if ep.open_turn else t.number
+        ep.num_turns = ep.turn + 1 if ep.open_turn else ep.turn
         if gen.finish_reason is FinishReason.ABORT:  # the open turn stays open: a resume continues it
-            return t.end(TerminationReason.ABORTED)
-        t.output, ep.open_turn = ep.open_turn, []
-        t.text = ep.template.decode(t.output)
-        ep.messages.append({"role": "assistant", "content": t.text})
+            return ep.end(TerminationReason.ABORTED)
+        ep.output, ep.open_turn = ep.open_turn, []
+        ep.text = ep.template.decode(ep.output)
+        ep.messages.append({"role": "assistant", "content": ep.text})
         if gen.finish_reason is FinishReason.LENGTH:
-            return t.end(TerminationReason.LENGTH)
+            return ep.end(TerminationReason.LENGTH)
         return TurnState.PARSING
 
-    async def _parsing(self, t: Turn) -> TurnState:
+    async def _parsing(self, ep: LiveEpisode) -> TurnState:
         """The model's text -> one action; τ²'s agent-error rule, asked before the message counts as a step."""
-        t.action = t.ep.parser.parse(t.text)
-        action = t.action
+        ep.action = action = ep.parser.parse(ep.text)
         is_error = action.kind != "invalid" and self.limits.is_agent_error(action.content, bool(action.calls))
         if not (is_error and action.kind == "respond"):  # τ² refuses an empty turn before counting it
-            t.ep.ledger.message()
-        return t.end(TerminationReason.AGENT_ERROR) if is_error else TurnState.ACTING
+            ep.ledger.message()
+        return ep.end(TerminationReason.AGENT_ERROR) if is_error else TurnState.ACTING
 
-    async def _acting(self, t: Turn) -> TurnState:
+    async def _acting(self, ep: LiveEpisode) -> TurnState:
         """The tools or the user answer the action (τ's limits asked where τ asks them)."""
-        assert t.action is not None
-        t.answers, done = await self._act(t.ep, t.action)
-        return t.end(done) if done is not None else TurnState.CONTINUING
+        assert ep.action is not None
+        ep.answers, done = await self._act(ep, ep.action)
+        return ep.end(done) if done is not None else TurnState.CONTINUING
 
-    async def _continuing(self, t: Turn) -> TurnState:
+    async def _continuing(self, ep: LiveEpisode) -> TurnState:
         """The chat template's continuation after the model turn (mask 0), rendered off the loop; the next turn."""
-        ep, template = t.ep, t.ep.template
-        continuation, fell_back = await run_cpu(template.next_ids, t.answers, ep.messages)
+        template = ep.template
+        continuation, fell_back = await run_cpu(template.next_ids, ep.answers, ep.messages)
         if fell_back:
             ep.counters = ep.counters.plus(template_fallbacks=1)
         eot = template.eot_ids
-        closing = [] if list(t.output[-len(eot) :]) == eot else eot
+        closing = [] if list(ep.output[-len(eot) :]) == eot else eot
         ids = [*closing, *continuation]
-        if not t.budget.fits(ep.trajectory, len(ids)):
-            return t.end(TerminationReason.BUDGET)
+        if not ep.budget.fits(ep.trajectory, len(ids)):
+            return ep.end(TerminationReason.BUDGET)
         ep.trajectory.add_continuation(ids)
-        ep.messages.extend(t.answers)
-        t.number += 1
+        ep.messages.extend(ep.answers)
+        ep.turn += 1
         return TurnState.GENERATING
 
     async def _act(

@@ -15,9 +15,10 @@ import socket
 from dataclasses import replace
 
 from slime_tau_plugin.engine.config.tau_config import TauConfig
+from slime_tau_plugin.engine.loop.boundary import play_episode
 from slime_tau_plugin.engine.resources import EpisodeResources
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
-from slime_tau_plugin.engine.workers.play import play_request
+from slime_tau_plugin.engine.workers.play import finish_episode
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +40,12 @@ class EpisodeHost:
             logger.warning("%s: resources not ready: %s", self.name, exc)
 
     async def play(self, request: EpisodeRequest) -> FinishedEpisode:
-        """Play one request (``play_request``'s failure boundary; a ConfigError is raised to the caller)."""
+        """Play one request through the failure boundary (a ConfigError is raised to the caller), asked between
+        turns by this host's abort flag for it (the request arrives without the trainer's check)."""
         rid = request.request_id
         try:
-            finished = await play_request(self.config, request, lambda: rid in self._aborted)
+            played = await play_episode(self.config, request.with_abort(lambda: rid in self._aborted))
+            finished = await finish_episode(played)
             return replace(finished, worker=dict(self.where))
         finally:
             self._aborted.discard(rid)

@@ -29,7 +29,6 @@ from typing import Any
 from slime_tau_plugin.engine.choices import WorkerKind
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.errors import EpisodeWorkerError
-from slime_tau_plugin.engine.loop.run import AbortCheck
 from slime_tau_plugin.engine.outcome import failed_result
 from slime_tau_plugin.engine.workers.messages import EpisodeRequest, FinishedEpisode
 from slime_tau_plugin.engine.workers.play import finish
@@ -54,7 +53,6 @@ class Pending:
     request: EpisodeRequest
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[FinishedEpisode]
-    should_abort: AbortCheck | None
     slot: WorkerSlot | None = None
     aborted: bool = False
     lost: list[str] = field(default_factory=list)
@@ -124,14 +122,14 @@ class WorkerPool(ABC):
     def _start(self, index: int) -> WorkerSlot:
         """Start worker ``index`` (a replacement keeps the index)."""
 
-    async def run(self, request: EpisodeRequest, should_abort: AbortCheck | None) -> FinishedEpisode:
+    async def run(self, request: EpisodeRequest) -> FinishedEpisode:
         """Play ``request`` on a worker; the answer as in-process, plus where it ran.
 
         Raises:
             ConfigError: the worker found a setting unusable.
         """
         loop = asyncio.get_running_loop()
-        pending = Pending(request, loop, loop.create_future(), should_abort)
+        pending = Pending(request, loop, loop.create_future())
         self._dispatch(pending)
         try:
             finished = await pending.future
@@ -195,10 +193,10 @@ class WorkerPool(ABC):
                 reason = self.broken or "the pool is closed"
             else:
                 reason = None
-                slot = self._slot_for(pending.request.group, live)
+                slot = self._slot_for(pending.request.options.group, live)
                 slot.pending[pending.request.request_id] = pending
                 pending.slot = slot
-                if pending.should_abort is not None:
+                if pending.request.options.should_abort is not None:
                     self._watched[pending.request.request_id] = pending
                     if self._watcher is None:
                         self._watcher = threading.Thread(target=self._watch, name="tau-abort-watcher", daemon=True)
@@ -235,7 +233,8 @@ class WorkerPool(ABC):
                 waiting = [p for p in self._watched.values() if not p.aborted]
             for pending in waiting:
                 try:
-                    if pending.should_abort is not None and pending.should_abort():
+                    check = pending.request.options.should_abort
+                    if check is not None and check():
                         self._abort(pending)
                 except Exception:  # an abort check that fails never stops the watcher
                     logger.exception("abort check failed")
