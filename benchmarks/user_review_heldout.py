@@ -106,7 +106,7 @@ def truth(rows: list[dict], log: list[dict], clean: dict[str, dict]) -> dict[int
                 if at and not any(e["text"] == entry["text"] for e in found[i][entry["kind"]]):
                     found[i][entry["kind"]].append({**entry, "index": at[0]})  # a twin task's twin entry: once
                 continue
-            if row["metadata"].get("termination_reason") != "user_stop" or len(texts) != entry["turn"]:
+            if _ending(row) != "user_stop" or len(texts) != entry["turn"]:
                 continue
             ref = clean.get(task_of(row))
             said = [str(m.get("content") or "") for m in row["metadata"]["messages"] if m.get("role") == "assistant"]
@@ -115,6 +115,15 @@ def truth(rows: list[dict], log: list[dict], clean: dict[str, dict]) -> dict[int
             if not found[i].get("premature_stop") and not found[i].get("stop_after_done"):  # a stop ends it: one
                 found[i]["premature_stop" if early else "stop_after_done"].append(entry)
     return found
+
+
+def _ending(row: dict[str, Any]) -> str | None:
+    """How the episode ended before the review: a critical finding rewrites a user stop to ``user_error``, so the
+    truth must not be read from what the check under test decided."""
+    meta = row["metadata"]
+    if meta.get("termination_reason") == "user_error" and (meta.get("tau_review") or {}).get("excluded"):
+        return "user_stop" if (meta.get("tau_review") or {}).get("stop") else meta.get("termination_reason")
+    return meta.get("termination_reason")
 
 
 def findings(row: dict[str, Any]) -> list[dict[str, Any]]:
