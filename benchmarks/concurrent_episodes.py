@@ -30,7 +30,7 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig  # noqa: E402
 from slime_tau_plugin.engine.data import task_row  # noqa: E402
 from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
 from slime_tau_plugin.engine.net.loop_http import aclose_all  # noqa: E402
-from slime_tau_plugin.tools.cli.runner import RolloutSample  # noqa: E402
+from slime_tau_plugin.tools.cli.play.runner import RolloutSample  # noqa: E402
 
 USER_SERVER = """
 import sys, time

@@ -33,7 +33,7 @@ from slime_tau_plugin.engine.data import task_row  # noqa: E402
 from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
 from slime_tau_plugin.engine.net.loop_http import aclose_all  # noqa: E402
 from slime_tau_plugin.engine.workers.registry import close_pools, pool_for  # noqa: E402
-from slime_tau_plugin.tools.cli.runner import RolloutSample  # noqa: E402
+from slime_tau_plugin.tools.cli.play.runner import RolloutSample  # noqa: E402
 from slime_tau_plugin.tools.soak.monitor import rss_mb  # noqa: E402
 
 SAMPLING = {"temperature": 1.0, "max_new_tokens": 256, "no_stop_trim": True, "skip_special_tokens": False}

@@ -38,7 +38,7 @@ from slime_tau_plugin.engine.config.tau_config import TauConfig  # noqa: E402
 from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
 from slime_tau_plugin.engine.episode.trajectory import Trajectory  # noqa: E402
 from slime_tau_plugin.engine.policy.sglang import parse_generate_response  # noqa: E402
-from slime_tau_plugin.tools.cli.runner import Episode, play  # noqa: E402
+from slime_tau_plugin.tools.cli.play.runner import Episode, play  # noqa: E402
 from slime_tau_plugin.tools.servers.fake_models import OracleModel  # noqa: E402
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer  # noqa: E402
 

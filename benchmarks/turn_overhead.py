@@ -20,7 +20,7 @@ from slime_tau_plugin.engine.chat.tool_calls import ToolCallParser
 from slime_tau_plugin.engine.config.tau_config import TauConfig
 from slime_tau_plugin.engine.envs import get_backend
 from slime_tau_plugin.engine.episode.trajectory import Trajectory
-from slime_tau_plugin.tools.cli.runner import Episode, play
+from slime_tau_plugin.tools.cli.play.runner import Episode, play
 from slime_tau_plugin.tools.servers.fake_models import OracleModel
 from slime_tau_plugin.tools.servers.sglang_server import SGLangServer
 

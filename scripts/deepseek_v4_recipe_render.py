@@ -3,7 +3,7 @@
 Why: DeepSeek ships no jinja chat template for V4; ``engine/chat/jinja/deepseek_v4.jinja`` is ours. This
 script records what DeepSeek's reference encoder (``deepseek_recipe.DeepseekV4Encoding``, the one SGLang serves V4
 with) renders for a conversation with τ-like tools, two tool rounds (one answered twice), replies, user turns and a
-turn with two calls, thinking on and off, after every turn. ``tests/unit/chat/test_deepseek_v4_family.py`` checks
+turn with two calls, thinking on and off, after every turn. ``tests/engine/chat/test_deepseek_v4_family.py`` checks
 our template renders the same text, byte for byte, from the model's raw replies.
 
 Usage: deepseek_v4_recipe_render.py OUT.json (with ``deepseek-recipe==0.2.0`` importable; it is not a test
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.unit.chat.test_tool_call_formats import TOOLS  # noqa: E402
+from tests.engine.chat.test_tool_call_formats import TOOLS  # noqa: E402
 
 SWAP = {
     "order_id": "#W2378156",

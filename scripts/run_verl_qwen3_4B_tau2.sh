@@ -5,7 +5,7 @@
 #   bash scripts/run_verl_qwen3_4B_tau2.sh [more verl overrides, e.g. trainer.total_epochs=2 ++tau.max_turns=20]
 # Every knob below is a variable (the environment wins); the presets fit one node of 8 x 80 GB. verl, our
 # package (pip install -e .[tau2,sglang]), TransferQueue (verl's V1 data path) and pandas/pyarrow must be importable
-# by $PYTHON. Tested with verl 0.9.1 on CPU (tests/verl: the agent loop, V1's AgentLoopWorkerTQ + TransferQueue
+# by $PYTHON. Tested with verl 0.9.1 on CPU (tests/adapters/verl: the agent loop, V1's AgentLoopWorkerTQ + TransferQueue
 # 0.1.11, the batch trainer's worker, tau_grpo, the guard; no GPU run yet). verl 0.9.1's sglang extra pins SGLang
 # 0.5.12; our tool-call parsers are tested with SGLang 0.5.23 and 0.5.15.post1. Existing parquet files must hold
 # exactly TRAIN_SETS / EVAL_SETS (a file written for other sets is refused). verl's fully-async and one-step-off

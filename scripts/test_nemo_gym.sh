@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The NeMo Gym test command: a venv (.venv-gym, kept between runs) on Python >= 3.12 with nemo-gym 0.4.0 and this
-# package [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/nemo_gym (NeMo Gym's own
+# package [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/adapters/nemo_gym (NeMo Gym's own
 # head server and rollout collection against `slime-tau serve-gym` and our oracle server over HTTP).
 # Usage: bash scripts/test_nemo_gym.sh [pytest args]
 #   GYM_VENV=path     another venv location
@@ -29,4 +29,4 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 trainer_venv "$venv" "${python:-python3}"  # python: only used to make a venv that is not there yet
 trainer_install "nemo-gym==0.4.0"
-LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/nemo_gym "$@"
+LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/adapters/nemo_gym "$@"

@@ -30,5 +30,5 @@ fcp = import_sglang_parsers()[0]
 assert version("sglang") == sys.argv[1], f"sglang {version('sglang')} is first on the path, not {sys.argv[1]}"
 print(f"SGLang {version('sglang')} parsers from {sys.modules[fcp.__module__].__file__}")
 EOF
-TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/unit/chat/test_tool_calls.py tests/unit/test_agent.py \
-    tests/integration/test_generate_e2e.py "$@"
+TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider tests/engine/chat/test_tool_calls.py tests/engine/test_agent.py \
+    tests/adapters/slime/test_generate_e2e.py "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The verl test command: a venv (.venv-verl, kept between runs) with CPU torch, verl 0.9.1, TransferQueue (verl's V1
-# data path; tests/verl/test_failures_v1.py starts a local Ray with it) and this package
-# [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/verl (verl's real agent-loop
+# data path; tests/adapters/verl/test_failures_v1.py starts a local Ray with it) and this package
+# [tau2,sglang,test] plus the --no-deps packages of scripts/install.sh, then tests/adapters/verl (verl's real agent-loop
 # classes and dataset against our oracle server over HTTP; the parser import next to torch).
 # Usage: bash scripts/test_verl.sh [pytest args]
 #   VERL_VENV=path        another venv location
@@ -18,4 +18,4 @@ extra=()
 [ -z "${TORCH_EXTRA_INDEX:-}" ] || extra=(--extra-index-url "$TORCH_EXTRA_INDEX")
 trainer_install "${extra[@]}" "torch==2.13.0" "verl==0.9.1" "TransferQueue==0.1.11" cachetools uvicorn fastapi
 LITELLM_LOCAL_MODEL_COST_MAP=True TAU_REQUIRE_FIXTURES=1 python -m pytest -q -p no:cacheprovider \
-    -n "${TRAINER_TEST_WORKERS:-2}" --dist worksteal tests/verl tests/model "$@"
+    -n "${TRAINER_TEST_WORKERS:-2}" --dist worksteal tests/adapters/verl tests/tools/model "$@"

@@ -66,7 +66,8 @@ ENDPOINTS: dict[str, str] = {
     "other": "an unknown cause (removed without our metadata: another generate function or hook)",
 }
 """Failure causes, by the endpoint a FAILED episode's ``metadata`` names; values are what the stop line says.
-The first seven are :class:`FailedEndpoint`'s values (``tests/unit/test_failed_endpoints.py`` checks every one)."""
+The first seven are :class:`FailedEndpoint`'s values (``tests/adapters/slime/test_failed_endpoints.py`` checks every
+one)."""
 _FAILED_ENDPOINTS = frozenset(e.value for e in FailedEndpoint)
 _BY_REASON = {
     TerminationReason.USER_ERROR.value: FailedEndpoint.USER,

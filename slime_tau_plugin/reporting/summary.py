@@ -1,7 +1,7 @@
 """What a set of finished episodes says: pass^k, per-domain numbers, and which episodes are no evidence.
 
 One module for every front door's numbers: slime's log hooks (``adapters/slime/metrics.py``), verl's, and the
-CLI's summary (``tools/cli/runner.py``) read the same samples the same way, so one run gives one pass^k. A sample
+CLI's summary (``tools/cli/play/runner.py``) read the same samples the same way, so one run gives one pass^k. A sample
 is anything with slime's field names (``metadata``, ``reward``, ``status``, ``response_length``, ``loss_mask``):
 slime's ``Sample``, the CLI's ``RolloutSample``, a row read back.
 

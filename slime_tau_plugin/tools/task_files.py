@@ -44,7 +44,7 @@ class RowFormat(str, enum.Enum):
 
 
 TaskFilter = Callable[[TaskSet, list[TaskRef]], tuple[list[TaskRef], str]]
-"""A training set's tasks -> the ones to write and a line saying what was dropped (``cli/pass_filter.py``)."""
+"""A training set's tasks -> the ones to write and a line saying what was dropped (``cli/play/pass_filter.py``)."""
 GENERATE_PATH = "slime_tau_plugin.adapters.slime.generate.generate"
 """What slime calls for every eval sample (``custom_generate_function_path`` of each dataset)."""
 

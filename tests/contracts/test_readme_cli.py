@@ -41,12 +41,12 @@ COMMAND = re.compile(r"(?:^|&&\s*)(slime-tau\b.*)$")
 TASKS = "0-3"
 """Positions a ``rollout`` without ``--tasks``/``--task-ids`` plays: airline test's 0-3 hold task 13."""
 
-GYM = "needs nemo-gym (Python >= 3.12) and serves until stopped; tests/nemo_gym starts it in .venv-gym"
-TINY_MODEL = "needs torch (the '.[model]' extra); tests/model runs this chain in .venv-verl"
+GYM = "needs nemo-gym (Python >= 3.12) and serves until stopped; tests/adapters/nemo_gym starts it in .venv-gym"
+TINY_MODEL = "needs torch (the '.[model]' extra); tests/tools/model runs this chain in .venv-verl"
 SKIPPED = {
     # a GPU node with a real checkpoint; `[...]` marks optional flags, not shell syntax
     "slime-tau verify runs/check --model /models/Qwen3-4B [--tolerance 1e-4] [--block-tokens 2048] [--json]": (
-        "needs torch and a checkpoint on a GPU node; tests/model verifies a tiny model's run"
+        "needs torch and a checkpoint on a GPU node; tests/tools/model verifies a tiny model's run"
     ),
     "slime-tau make-tiny-model --tokenizer .cache/tokenizers/qwen2_5 --out models/tiny": TINY_MODEL,
     "slime-tau serve --model models/tiny --port 30000 &": TINY_MODEL,
@@ -55,7 +55,7 @@ SKIPPED = {
     "slime-tau verify runs/tiny --model models/tiny": TINY_MODEL,
     "slime-tau prepare --format verl --train tau2/retail,airline,telecom/train --eval "
     "tau2/retail,airline,telecom/test --out data/verl/tau2_train.parquet": "needs pyarrow (the '.[verl]' extra); "
-    "tests/verl writes these rows in .venv-verl",
+    "tests/adapters/verl writes these rows in .venv-verl",
     "slime-tau serve-gym --port 8010 --policy-url http://127.0.0.1:30000 --tokenizer /models/Qwen3-4B": GYM,
     "slime-tau serve-gym --gym-head 127.0.0.1:11000 --name slime_tau_agent": GYM,
 }

@@ -5,7 +5,7 @@ does that here too) *and* hands it to both sides: the agent gets its assistant m
 messages and the answers to its own tool calls; the user simulator gets its own messages (tool calls
 included), the agent's text messages and the answers to its own tool calls, roles flipped (the simulator
 is the ``assistant``). Who speaks first follows the history's last message. :func:`message_history` applies
-those rules (``tests/integration/test_message_history.py`` checks them against τ²'s orchestrator) and turns
+those rules (``tests/engine/envs/test_message_history.py`` checks them against τ²'s orchestrator) and turns
 τ²'s messages into chat messages: tool-call arguments as objects for the agent's chat template, as JSON text
 for the user's OpenAI-compatible endpoint.
 """

@@ -20,7 +20,8 @@ import sys
 from slime_tau_plugin import __version__
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.loop import boundary
-from slime_tau_plugin.tools.cli import (
+from slime_tau_plugin.tools.cli.args import HelpFormatter, Parser
+from slime_tau_plugin.tools.cli.commands import (
     make_tiny_model,
     prepare,
     rollout,
@@ -31,9 +32,8 @@ from slime_tau_plugin.tools.cli import (
     soak,
     verify,
 )
-from slime_tau_plugin.tools.cli.args import HelpFormatter, Parser
 from slime_tau_plugin.tools.cli.flag_names import in_cli_terms
-from slime_tau_plugin.tools.cli.stop_signals import EXIT_INTERRUPTED
+from slime_tau_plugin.tools.cli.play.stop_signals import EXIT_INTERRUPTED
 
 logger = logging.getLogger("slime_tau_plugin")
 

@@ -6,7 +6,7 @@ functions through :func:`import_torch`, so a missing torch is one line naming th
 
 Modules: ``tiny`` builds the random model, ``sampling`` is SGLang's sampler, ``decoder`` generates one
 request, ``server`` serves it over HTTP, ``teacher`` teacher-forces a sample, ``checks`` compares, ``drift``
-compares the stored text with the template's rendering; ``cli/verify_run.py`` drives them over a run
+compares the stored text with the template's rendering; ``cli/play/verify_run.py`` drives them over a run
 (reading run files is the CLI's job: nothing here imports ``cli/``).
 """
 

@@ -101,7 +101,7 @@ def completion_body(
 
 def tokenize_reply(tokenizer: Any, body: Any, max_model_len: int) -> Reply:
     """SGLang's (and vLLM's) ``POST /tokenize``: ``{"prompt": str, "add_special_tokens"?}`` ->
-    ``{"tokens", "count", "max_model_len"}``; clients compare tokenizers with it (``cli/server_match.py``)."""
+    ``{"tokens", "count", "max_model_len"}``; clients compare tokenizers with it (``cli/play/server_match.py``)."""
     prompt = body.get("prompt") if isinstance(body, dict) else None
     if not isinstance(prompt, str):
         return validation_error("prompt", "this server tokenizes one string")
