@@ -145,7 +145,7 @@ class Tau2Session(EnvSession):
             nl_assertions=self.options.nl_assertions,
         )
         breakdown = reward_breakdown(info)
-        if excluded:
+        if excluded and termination.is_scored:  # as fast_reward says it: an unscored episode judges nothing
             breakdown["nl_assertions"] = NL_EXCLUDED
         return RewardResult(float(info.reward), breakdown)
 
