@@ -109,6 +109,9 @@ class Tau2Session(EnvSession):
         cls = msg.AssistantMessage if role == "assistant" else msg.UserMessage
         self.messages.append(cls(role=role, content=content))
 
+    def tau_messages(self) -> list[dict[str, Any]]:
+        return [message.model_dump(mode="json") for message in self.messages]
+
     def user_system_prompt(self) -> str:
         tools = self._user_tool_objects() if self.user_tools else None
         simulator = self._m["user.user_simulator"].UserSimulator(
