@@ -7,7 +7,8 @@
 # Usage: bash scripts/test.sh [pytest args for the main suite]
 #   TEST_WORKERS=n        pytest-xdist workers for the main suite (default 4: most tests wait on HTTP, sleeps and
 #                         subprocess starts, so 4 keep 2 cores busy; 0 runs it in this process)
-#   TRAINER_TESTS="..."   the trainer steps, each scripts/test_<name>.sh in its own venv (default "verl trl nemo_gym")
+#   TRAINER_TESTS="..."   the trainer steps, each scripts/test_<name>.sh in its own venv (default "verl trl nemo_gym
+#                         tau3"; tau3: upstream τ³, runs when TAU2_DATA_DIR names tau2-bench's data/, else one line)
 #   SKIP_VERL_TESTS=1     leaves verl out of the trainer steps
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ pass_or_empty python -m pytest -q -p no:cacheprovider -m serial tests "$@"
 
 bash scripts/test_sglang_pinned.sh  # the parser tests again on the SGLang slime's image pins (~25 s)
 # Each trainer's real classes need torch: a venv of its own (.venv-<name>, kept; uv's cache makes a new one quick).
-trainers="${TRAINER_TESTS-verl trl nemo_gym}"
+trainers="${TRAINER_TESTS-verl trl nemo_gym tau3}"
 [ "${SKIP_VERL_TESTS:-0}" = 1 ] && trainers="${trainers//verl/}"
 for trainer in $trainers; do
     bash "scripts/test_$trainer.sh"

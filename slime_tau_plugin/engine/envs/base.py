@@ -142,6 +142,11 @@ class EnvSession(ABC):
     def record_message(self, role: str, content: str) -> None:
         """Record a plain assistant or user message (τ rewards inspect what the agent said)."""
 
+    def tau_messages(self) -> list[dict[str, Any]]:
+        """τ's own message log of the episode as JSON (what τ's evaluator scored: the agent's and the user's tool
+        calls and answers, and every text message), for ``slime-tau export``; empty where τ keeps none (v1)."""
+        return []
+
     def user_step(self, call: EnvToolCall) -> StepResult:
         """Run a user-side tool (τ² telecom); backends without user tools refuse."""
         return StepResult(f"Error: the user has no tool named {call.name!r}", is_error=True)

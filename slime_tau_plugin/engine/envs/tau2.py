@@ -119,6 +119,9 @@ class Tau2Session(EnvSession):
         cls = msg.AssistantMessage if role == "assistant" else msg.UserMessage
         self.messages.append(cls(role=role, content=content))
 
+    def tau_messages(self) -> list[dict[str, Any]]:
+        return [message.model_dump(mode="json") for message in self.messages]
+
     def user_system_prompt(self, guidelines: str | None = None) -> str:
         users = self._m["user.user_simulator"]
         tools = self._user_tool_objects() if self.user_tools else None
@@ -157,7 +160,7 @@ class Tau2Session(EnvSession):
             nl_assertions=self.options.nl_assertions,
         )
         breakdown = reward_breakdown(info)
-        if excluded:
+        if excluded and termination.is_scored:  # as fast_reward says it: an unscored episode judges nothing
             breakdown["nl_assertions"] = NL_EXCLUDED
         return RewardResult(float(info.reward), breakdown)
 

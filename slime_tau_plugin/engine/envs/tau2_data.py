@@ -115,13 +115,33 @@ class Tau2Domain:
         self._gold: dict[str, GoldOutcome] = {}
         self._lock = threading.Lock()
 
-    def new_env(self) -> Any:
-        """A fresh environment over private copies of the pristine databases (no disk read)."""
-        return self.constructor(**{name: copy.clone() for name, copy in self._copies.items()})
+    def new_env(self, task: Any = None) -> Any:
+        """A fresh environment over private copies of the pristine databases (no disk read), built for ``task``
+        as τ's runner builds it (:meth:`task_kwargs`)."""
+        kwargs = self.task_kwargs(task) if task is not None else {}
+        return self.constructor(**{name: copy.clone() for name, copy in self._copies.items()}, **kwargs)
+
+    def task_kwargs(self, task: Any) -> dict[str, Any]:
+        """What τ³'s runner hands the constructor per task (``runner/batch.py`` ``_build_env_kwargs``), where the
+        constructor takes it: the task (a knowledge domain's golden-retrieval prompt) and ``read_log_allowlist``,
+        the read-only discoverable tools whose calls banking_knowledge logs into its database (so a reward that
+        left them out would hash another database than τ's)."""
+        kwargs: dict[str, Any] = {}
+        if self.retrieval_variant is not None and "task" in self._params:
+            kwargs["task"] = task
+        if "read_log_allowlist" in self._params:
+            kwargs["read_log_allowlist"] = read_log_allowlist(task)
+        return kwargs
+
+    def env_kwargs(self, task: Any) -> dict[str, Any] | None:
+        """``evaluate_simulation``'s ``env_kwargs`` for ``task``: the retrieval variant and :meth:`task_kwargs`
+        (None for a domain that takes neither, as τ's runner passes)."""
+        fixed = {} if self.retrieval_variant is None else {RETRIEVAL_PARAMETER: self.retrieval_variant}
+        return {**fixed, **self.task_kwargs(task)} or None
 
     def initialized_env(self, task: Any) -> Any:
         """``new_env`` set to the task's initial state, as τ²'s orchestrator and evaluator set it."""
-        env = self.new_env()
+        env = self.new_env(task)
         state = task.initial_state
         if state is not None:
             env.set_state(
@@ -151,6 +171,16 @@ class Tau2Domain:
     def pristine_hashes(self) -> tuple[str | None, str | None]:
         """Hashes of the pristine databases (tests check that no episode ever changed them)."""
         return _hash(self.mods, self.pristine_db), _hash(self.mods, self.pristine_user_db)
+
+
+def read_log_allowlist(task: Any) -> set[str]:
+    """τ³'s ``_derive_read_log_allowlist``: the discoverable agent tools the task's reference solution calls."""
+    criteria = task.evaluation_criteria
+    names = set()
+    for action in (criteria.actions or []) if criteria is not None else []:
+        if action.name == "call_discoverable_agent_tool" and (action.arguments or {}).get("agent_tool_name"):
+            names.add(action.arguments["agent_tool_name"])
+    return names
 
 
 def task_script(task: Any) -> TaskScript:

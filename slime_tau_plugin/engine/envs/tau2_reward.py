@@ -236,6 +236,11 @@ def reference_reward_info(
         else:
             evaluation = ev.EvaluationType.ALL_WITH_NL_ASSERTIONS
     info = ev.evaluate_simulation(
-        simulation=sim, task=task, evaluation_type=evaluation, solo_mode=False, domain=domain.name
+        simulation=sim,
+        task=task,
+        evaluation_type=evaluation,
+        solo_mode=False,
+        domain=domain.name,
+        **({"env_kwargs": env_kwargs} if (env_kwargs := domain.env_kwargs(task)) else {}),
     )
     return info, excluded

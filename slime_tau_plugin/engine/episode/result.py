@@ -171,6 +171,8 @@ class EpisodeResult:
     messages: tuple[dict[str, Any], ...] = ()
     """The conversation as chat messages (assistant content = the model's raw text)."""
     tools: tuple[dict[str, Any], ...] = ()
+    tau_messages: tuple[dict[str, Any], ...] = ()
+    """τ's own message log (``EnvSession.tau_messages``): what a τ² leaderboard trajectory holds."""
     error: str | None = None
     failed_endpoint: FailedEndpoint | None = None
     """The collaborator a FAILED episode failed on (set from the error that ended it); None otherwise."""

@@ -159,6 +159,7 @@ class LiveEpisode:
             steps=self.ledger.steps,
             messages=tuple(self.messages),
             tools=tuple(self.session.tools if self.session is not None else ()),
+            tau_messages=tuple(self.session.tau_messages() if self.session is not None else ()),
             error=error,
             failed_endpoint=failed_endpoint,
             env_info=env_info,

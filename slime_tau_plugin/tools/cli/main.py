@@ -22,6 +22,7 @@ from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.engine.loop import boundary
 from slime_tau_plugin.tools.cli.args import HelpFormatter, Parser
 from slime_tau_plugin.tools.cli.commands import (
+    export,
     make_tiny_model,
     prepare,
     rollout,
@@ -44,6 +45,7 @@ COMMANDS = {
     "show": show,
     "make-tiny-model": make_tiny_model,
     "verify": verify,
+    "export": export,
     "serve-user": serve_user,
     "serve-gym": serve_gym,
     "soak": soak,

@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from slime_tau_plugin.engine.envs import BENCHMARKS, get_backend, installed_domains
+from slime_tau_plugin.engine.envs.base import TaskScript
 from slime_tau_plugin.engine.errors import ConfigError
 from slime_tau_plugin.tools.faults.spec import FaultInjector
 from slime_tau_plugin.tools.servers.fake_models import EchoModel, OracleModel, ScriptedModel
@@ -125,12 +127,30 @@ def oracle_scripts(task_sets: Sequence[tuple[str, str, str]]) -> list[KnownTask]
     for benchmark, domain, split in task_sets:
         backend = get_backend(benchmark)
         for ref in backend.task_refs(domain, split):
-            script = backend.script(ref)
+            script = transfer_last(backend.script(ref))
             key = (benchmark, domain, script.task_id, script.user_instructions)
             if key not in seen:
                 seen.add(key)
                 tasks.append(KnownTask(script, ref))
     return tasks
+
+
+TRANSFER_TOOL = "transfer_to_human_agents"
+"""The agent's hand-over, in τ² and τ³ alike (``Tau2Session.step`` ends the episode on it)."""
+
+
+def transfer_last(script: TaskScript) -> TaskScript:
+    """The script with the agent's ``transfer_to_human_agents`` moved to the end, in its order among them.
+
+    A transfer ends the conversation (``Tau2Session.step``), so an oracle that plays it where τ³ banking lists it
+    (first, in some tasks) never plays the rest. τ's gold database replays every action whatever its place and a
+    transfer writes nothing, so the order changes nothing τ scores.
+    """
+    last = [a for a in script.gold_actions if a.name == TRANSFER_TOOL and a.requestor == "assistant"]
+    if not last or script.gold_actions[-len(last) :] == tuple(last):
+        return script
+    rest = tuple(a for a in script.gold_actions if a not in last)
+    return dataclasses.replace(script, gold_actions=rest + tuple(last))
 
 
 def _load_script(path: str | None) -> list[str]:

@@ -66,6 +66,7 @@ def run_record(
         "benchmark": ns.benchmark,
         "domain": ns.domain,
         "split": ns.split,
+        "retrieval_variant": getattr(ns, "retrieval_variant", None),
         "tasks": [ref.task_id for ref in refs],
         "samples_per_task": ns.samples_per_task,
         "seed": ns.seed,
