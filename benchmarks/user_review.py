@@ -20,6 +20,7 @@ Prints the markdown tables of benchmarks/user_review.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -28,6 +29,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -63,10 +65,11 @@ def rollout(out: Path, benchmark: str, domain: str, *extra: str) -> list[dict[st
     return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
 
 
-def with_user_server(out: Path, benchmark: str, domain: str, faults: str | None) -> tuple[list[dict], dict]:
+@contextlib.contextmanager
+def user_server(*flags: str) -> Iterator[str]:
+    """``slime-tau serve-user --max-replies 2 FLAGS`` on a free port, up and answering; yields its base URL."""
     port = free_port()
-    cmd = ["slime-tau", "serve-user", "--port", str(port), "--max-replies", str(MAX_REPLIES)]
-    cmd += ["--faults", faults] if faults else []
+    cmd = ["slime-tau", "serve-user", "--port", str(port), "--max-replies", str(MAX_REPLIES), *flags]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
     base = f"http://127.0.0.1:{port}"
     try:
@@ -79,13 +82,30 @@ def with_user_server(out: Path, benchmark: str, domain: str, faults: str | None)
                 if time.monotonic() > deadline or server.poll() is not None:
                     sys.exit(f"{' '.join(cmd)} did not come up")
                 time.sleep(0.2)
-        user = ["--user", "llm", "--user-base-url", base + "/v1", "--user-model", "scripted-user"]
-        user += ["--max-failed-share", "1"]  # customer errors are FAILED (user_error) on purpose here
-        rows = rollout(out, benchmark, domain, *user)
-        counts = json.loads(urllib.request.urlopen(base + "/faults", timeout=5).read()) if faults else {}
+        yield base
     finally:
         server.terminate()
         server.wait(10)
+
+
+def llm_user_flags(base: str) -> list[str]:
+    """The rollout flags that play the customer on ``base``; its errors are FAILED (user_error) on purpose here."""
+    return [
+        "--user",
+        "llm",
+        "--user-base-url",
+        base + "/v1",
+        "--user-model",
+        "scripted-user",
+        "--max-failed-share",
+        "1",
+    ]
+
+
+def with_user_server(out: Path, benchmark: str, domain: str, faults: str | None) -> tuple[list[dict], dict]:
+    with user_server(*(["--faults", faults] if faults else [])) as base:
+        rows = rollout(out, benchmark, domain, *llm_user_flags(base))
+        counts = json.loads(urllib.request.urlopen(base + "/faults", timeout=5).read()) if faults else {}
     return rows, counts
 
 

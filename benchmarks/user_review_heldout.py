@@ -25,15 +25,13 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from user_review import SETS, customer_texts, free_port, rollout
+from user_review import SETS, customer_texts, llm_user_flags, rollout, user_server
 
 from slime_tau_plugin.tools.servers.customer_values import absent
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
@@ -55,28 +53,10 @@ _ASK_DEVICE = re.compile(re.escape(ASK_USER) + r" \w+ \{")  # the oracle asks it
 
 
 def serve(out: Path, benchmark: str, domain: str, tasks: list[str], faults: str | None) -> tuple[list[dict], list]:
-    port = free_port()
-    cmd = ["slime-tau", "serve-user", "--port", str(port), "--max-replies", "2"]
-    cmd += ["--faults", faults, "--faults-set", "paraphrased"] if faults else []
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300  # a loaded box starts it slowly
-        while True:
-            try:
-                urllib.request.urlopen(base + "/v1/models", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    sys.exit(f"{' '.join(cmd)} did not come up")
-                time.sleep(0.2)
-        user = ["--user", "llm", "--user-base-url", base + "/v1", "--user-model", "scripted-user"]
-        rows = rollout(out, benchmark, domain, *user, "--max-failed-share", "1", *tasks)
+    with user_server(*(["--faults", faults, "--faults-set", "paraphrased"] if faults else [])) as base:
+        rows = rollout(out, benchmark, domain, *llm_user_flags(base), *tasks)
         log = json.loads(urllib.request.urlopen(base + "/faults/log", timeout=5).read())["injected"]
         (out / "faults_log.json").write_text(json.dumps(log))  # the ground truth, kept beside the samples
-    finally:
-        server.terminate()
-        server.wait(10)
     return rows, log
 
 

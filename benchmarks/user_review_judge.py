@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 import urllib.request
@@ -160,29 +159,11 @@ def cost(rows: list[dict[str, Any]]) -> list[str]:
 
 def run_set(out: Path, benchmark: str, domain: str, judge_url: str, judge_model: str) -> tuple[list[dict], dict]:
     """One set through serve-user with faults and the judge on every episode; (rows, the server's fault counts)."""
-    port = user_review.free_port()
-    cmd = ["slime-tau", "serve-user", "--port", str(port), "--max-replies", str(user_review.MAX_REPLIES)]
-    cmd += ["--faults", user_review.FAULTS]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                urllib.request.urlopen(base + "/v1/models", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    sys.exit(f"{' '.join(cmd)} did not come up")
-                time.sleep(0.2)
-        extra = ["--user", "llm", "--user-base-url", base + "/v1", "--user-model", "scripted-user"]
-        extra += ["--max-failed-share", "1", "--review-judge-share", "1"]
+    with user_review.user_server("--faults", user_review.FAULTS) as base:
+        extra = [*user_review.llm_user_flags(base), "--review-judge-share", "1"]
         extra += ["--judge-base-url", judge_url, "--judge-model", judge_model, "--judge-timeout-s", "300"]
         rows = user_review.rollout(out, benchmark, domain, *extra)
         counts = json.loads(urllib.request.urlopen(base + "/faults", timeout=5).read())
-    finally:
-        server.terminate()
-        server.wait(10)
     return rows, counts
 
 
