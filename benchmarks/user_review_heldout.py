@@ -6,7 +6,9 @@ For each τ² domain and τ-bench v1 domain (test split, the built-in oracle pol
 2. clean, ``tau_user=llm`` on ``slime-tau serve-user --max-replies 2`` (also each task's reference: its writes);
 3. held-out: the same server, ``--faults-set paraphrased --faults`` :data:`FAULTS` (telecom: :data:`FAULTS_TELECOM`;
    ``TAU_FAULTS_SEED=7``): invented facts of ten shapes, the service's speech acts in the customer's mouth, stops
-   and transfer requests (``tools/servers/customer_faults_paraphrased.py``).
+   and transfer requests (``tools/servers/customer_faults_paraphrased.py``); ``--faults-set freeform``: the set
+   written blind to the checks (``tools/servers/customer_faults_freeform.py``), the same kinds inside natural
+   replies. The set is printed with the tables and kept in each held-out run's ``faults_set.txt``.
 
 Ground truth is the server's log (``GET /faults/log``), never the text: an entry belongs to the episode whose
 opening holds its scenario and whose customer said its text (a stop: that ended as a user stop at its turn). A
@@ -16,6 +18,7 @@ of the same task; else a ``stop_after_done`` (no fault: a control). Each kind is
 carries, whatever check found it (:data:`EXPECTED`); per check, by the kinds its tags stand for.
 
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py [--out runs/user_review_heldout] [--tasks 0-19]
+        [--faults-set {paraphrased,freeform}]
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py --out runs/user_review_heldout --rescore
 """
 
@@ -52,11 +55,15 @@ _DEVICE_ACTION = "My phone shows:"  # serve-user's report after it ran one of it
 _ASK_DEVICE = re.compile(re.escape(ASK_USER) + r" \w+ \{")  # the oracle asks it to run one (not "next step")
 
 
-def serve(out: Path, benchmark: str, domain: str, tasks: list[str], faults: str | None) -> tuple[list[dict], list]:
-    with user_server(*(["--faults", faults, "--faults-set", "paraphrased"] if faults else [])) as base:
+def serve(
+    out: Path, benchmark: str, domain: str, tasks: list[str], faults: str | None, faults_set: str = "paraphrased"
+) -> tuple[list[dict], list]:
+    with user_server(*(["--faults", faults, "--faults-set", faults_set] if faults else [])) as base:
         rows = rollout(out, benchmark, domain, *llm_user_flags(base), *tasks)
         log = json.loads(urllib.request.urlopen(base + "/faults/log", timeout=5).read())["injected"]
         (out / "faults_log.json").write_text(json.dumps(log))  # the ground truth, kept beside the samples
+        if faults:
+            (out / "faults_set.txt").write_text(faults_set + "\n")  # which generator wrote it
     return rows, log
 
 
@@ -192,6 +199,13 @@ def main() -> int:
     p.add_argument("--out", default="runs/user_review_heldout")
     p.add_argument("--tasks", default=None, help="positions in each test split, e.g. 0-19 (default: all)")
     p.add_argument("--rescore", action="store_true", help="score the runs already in --out; play nothing")
+    p.add_argument(
+        "--faults-set",
+        choices=("paraphrased", "freeform"),
+        default="paraphrased",
+        help="the serve-user generator of the held-out run: paraphrased, or freeform (written blind to the checks, "
+        "tools/servers/customer_faults_freeform.py) (default: %(default)s)",
+    )
     ns = p.parse_args()
     os.environ.setdefault("TAU_FAULTS_SEED", "7")
     out, subset = Path(ns.out), ["--tasks", ns.tasks] if ns.tasks else []
@@ -208,11 +222,13 @@ def main() -> int:
         if ns.rescore:
             scripted, served, faulty = (saved(out / f"{name}_{run}") for run in ("scripted", "served", "heldout"))
             log = json.loads((out / f"{name}_heldout" / "faults_log.json").read_text())
+            kept = out / f"{name}_heldout" / "faults_set.txt"
+            ns.faults_set = kept.read_text().strip() if kept.exists() else "paraphrased"
         else:
             scripted = rollout(out / f"{name}_scripted", benchmark, domain, *subset)
             served, _ = serve(out / f"{name}_served", benchmark, domain, subset, None)
             spec = FAULTS_TELECOM if domain == "telecom" else FAULTS
-            faulty, log = serve(out / f"{name}_heldout", benchmark, domain, subset, spec)
+            faulty, log = serve(out / f"{name}_heldout", benchmark, domain, subset, spec, ns.faults_set)
         injected.update(e["kind"] for e in log)
         clean = {task_of(r): r for r in served}
         found = truth(faulty, log, clean)
@@ -231,7 +247,10 @@ def main() -> int:
     print()
     print("\n".join(tables(all_rows, all_found)))
     print()
+    matched = Counter(e["kind"] for kinds in all_found.values() for entries in kinds.values() for e in entries)
+    print(f"faults set: {ns.faults_set}")
     print(f"held-out faults the servers injected (GET /faults/log): {dict(injected)}")
+    print(f"log entries matched to an episode: {dict(matched)}")
     return 0
 
 

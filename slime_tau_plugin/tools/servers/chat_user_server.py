@@ -14,7 +14,8 @@ timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faul
 ``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
 (``http_base.py``), an empty answer or one with only a tool call (here), and a customer that answers
 well-formed and wrong (``customer_faults.py``: what the review must catch; ``faults_set="paraphrased"``: the
-held-out shapes of ``customer_faults_paraphrased.py``, logged at ``GET /faults/log``). ``GET /faults`` counts them;
+shapes of ``customer_faults_paraphrased.py``; ``"freeform"``: ``customer_faults_freeform.py``, both logged at
+``GET /faults/log``). ``GET /faults`` counts them;
 ``GET /requests`` counts the chat requests it was sent (``{"total": n}``, failed ones included).
 """
 
@@ -30,6 +31,7 @@ from typing import Any
 from slime_tau_plugin.engine.review.checks import GO_AHEAD
 from slime_tau_plugin.tools.faults.spec import CHAT_KINDS, FaultInjector
 from slime_tau_plugin.tools.servers.customer_faults import customer_fault
+from slime_tau_plugin.tools.servers.customer_faults_freeform import freeform_fault
 from slime_tau_plugin.tools.servers.customer_faults_paraphrased import paraphrased_fault
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from slime_tau_plugin.tools.servers.fault_injection import chat_fault
@@ -41,8 +43,9 @@ _SCENARIO = (
     re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
     re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's
 )
-FAULT_SETS = ("templated", "paraphrased")
-"""Which customer-fault generator ``faults`` drives: one template per kind, or the held-out paraphrases."""
+FAULT_SETS = ("templated", "paraphrased", "freeform")
+"""Which customer-fault generator ``faults`` drives: one template per kind, the paraphrases, or the freeform set
+written blind to the review's checks (``customer_faults_freeform.py``)."""
 _REQUEST = re.compile(re.escape(ASK_USER) + r"\s+(\w+)\s+(\{.*\})", re.DOTALL)
 
 
@@ -111,7 +114,7 @@ class ChatUserServer(JSONServer):
             raise ValueError(f"faults_set must be one of {', '.join(FAULT_SETS)}, got {faults_set!r}")
         self.faults_set = faults_set
         self.customer_log: list[dict[str, Any]] = []
-        """The held-out faults injected, in order (``GET /faults/log``; empty for the templated set)."""
+        """The paraphrased or freeform faults injected, in order (``GET /faults/log``; empty for the templated set)."""
         super().__init__(host, port, faults)
 
     @property
@@ -151,6 +154,8 @@ class ChatUserServer(JSONServer):
             message = chat_fault(self.faults.draw(CHAT_KINDS), message)
             if self.faults_set == "paraphrased":
                 message = paraphrased_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
+            elif self.faults_set == "freeform":
+                message = freeform_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
             else:
                 message = customer_fault(self.faults, messages, message, scenario_of(messages))
         finish = "tool_calls" if message.get("tool_calls") else "stop"

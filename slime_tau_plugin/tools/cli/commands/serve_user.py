@@ -13,6 +13,8 @@ import argparse
 from slime_tau_plugin.tools.cli.args import non_negative_float, non_negative_int, port_number
 
 KEPT_REQUESTS = 256
+FAULT_SET_CHOICES = ("templated", "paraphrased", "freeform")
+"""``servers/chat_user_server.FAULT_SETS``, spelled here so the CLI does not import the server to build its help."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,12 +44,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--faults-set",
-        choices=("templated", "paraphrased"),
+        choices=FAULT_SET_CHOICES,
         default="templated",
-        help="which wrong customer --faults plays: templated (one sentence per kind) or paraphrased, the held-out "
-        "generator the review's checks were not tuned on (invented_id: invented facts of many shapes, as_agent: the "
-        "service's speech acts, early_stop: stops and transfer requests; logged at GET /faults/log) "
-        f"{d}",
+        help="which wrong customer --faults plays: templated (one sentence per kind), paraphrased (invented_id: "
+        "invented facts of many shapes, as_agent: the service's speech acts, early_stop: stops and transfer "
+        "requests) or freeform, the held-out set written blind to the review's checks (the same kinds inside "
+        "natural replies: facts in many written forms per τ domain, agent acts whole or mid-message, seven stop "
+        "shapes, on telecom in place of a device action); paraphrased and freeform log each fault at GET "
+        f"/faults/log {d}",
     )
 
 
