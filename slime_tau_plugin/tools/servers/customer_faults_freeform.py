@@ -7,10 +7,12 @@ natural replies rather than one template per kind:
 - ``invented_id`` -> an ``invented_fact``: an answer plus a detail the customer was never given, of one of its
   domain's many shapes (``freeform_facts.py``), tested absent from everything it saw (``freeform_grounding.py``);
   on the opening it comes before or after the task; after a device action, after the phone's own report.
+  On telecom, after a device action, most often a reading the phone never showed.
 - ``as_agent`` -> an ``agent_act``: one of the service's speech acts (``freeform_speech.py``), the whole message
-  (a role flip) or in the middle of a normal answer.
-- ``early_stop`` -> a ``stop``: a stopping message of one of seven shapes; on telecom, also in place of the action
-  on its own phone the agent asked for.
+  (a role flip, sometimes two acts in a row) or in the middle of a normal answer.
+- ``early_stop`` -> a ``stop``: a stopping message of one of nine shapes in place of an answer; on telecom, also in
+  place of the action on its own phone the agent asked for. Never in place of the phone's report of an action it
+  did (that action is done: the benchmark counts the report as the customer's write).
 
 Every injected fault is logged (``GET /faults/log``) as ``kind, shape, value, text, turn, scenario, domain`` (plus
 ``benchmark``, ``agent_asked`` and, for a fact, the ``forms`` tested absent): ``text`` is the message content the
@@ -29,9 +31,15 @@ from typing import Any
 
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultKind
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
-from slime_tau_plugin.tools.servers.freeform_facts import GENERATORS, Fact
+from slime_tau_plugin.tools.servers.freeform_facts import DEVICE_READINGS, GENERATORS, Fact
 from slime_tau_plugin.tools.servers.freeform_grounding import context_of
-from slime_tau_plugin.tools.servers.freeform_speech import AGENT_ACTS, CUSTOMER_LEADS, CUSTOMER_TAILS, stop_text
+from slime_tau_plugin.tools.servers.freeform_speech import (
+    AGENT_ACTS,
+    CUSTOMER_LEADS,
+    CUSTOMER_LEADS_DEVICE,
+    CUSTOMER_TAILS,
+    stop_text,
+)
 
 __all__ = ["freeform_fault", "setting_of"]
 
@@ -68,6 +76,8 @@ def freeform_fault(
         kinds: tuple[FaultKind, ...] = (FaultKind.EARLY_STOP,)  # the customer's write, left undone
     elif not own:
         kinds = (FaultKind.INVENTED_ID,)  # the opening keeps its task, so the episode stays recognisable
+    elif _DEVICE_REPORT in content:
+        kinds = (FaultKind.INVENTED_ID, FaultKind.AS_AGENT)  # its write is done: a stop in its place would hide it
     else:
         kinds = (FaultKind.INVENTED_ID, FaultKind.AS_AGENT, FaultKind.EARLY_STOP)
     rule = faults.draw(kinds)
@@ -103,6 +113,8 @@ def _fact(messages: list[dict[str, Any]], content: str, domain: str, rng: random
     ctx = context_of(messages, content)
     generators = list(GENERATORS.get(domain, GENERATORS["retail"]))
     rng.shuffle(generators)
+    if _DEVICE_REPORT in content and rng.random() < 0.7:
+        generators = [*DEVICE_READINGS, *generators]  # most often: a reading the phone never showed
     for make in generators:
         for _ in range(3):  # another draw of the same shape before the next shape
             fact = make(ctx, rng)
@@ -123,12 +135,17 @@ def _with(content: str, sentence: str, own: list[dict[str, Any]], rng: random.Ra
 
 
 def _agent_act(content: str, domain: str, rng: random.Random) -> tuple[str, str, str]:
-    """(shape, the agent-like sentence, the message): whole, or between the customer's own words."""
+    """(shape, the agent-like words, the message): the whole message (one act, or two as a simulator continuing the
+    transcript as the agent writes them), or between the customer's own words."""
     acts = [(shape, texts) for shape, domains, texts in AGENT_ACTS if domain in domains]
     shape, texts = rng.choice(acts)
     act = rng.choice(texts)
     if _DEVICE_REPORT in content:
-        return shape, act, f"{content}\n{act}"
+        return shape, act, f"{content}\n{rng.choice(CUSTOMER_LEADS_DEVICE)} {act}"
+    if rng.random() < 0.2:
+        other_shape, others = rng.choice([(s, t) for s, t in acts if s != shape])
+        both = f"{act} {rng.choice(others)}"
+        return f"{shape}+{other_shape}", both, both
     lead, tail = rng.choice(CUSTOMER_LEADS), rng.choice(CUSTOMER_TAILS)
     frame = rng.choice((act, f"{lead} {act}", f"{lead} {act} {tail}".strip(), f"{act} {lead}"))
     return shape, act, frame

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from slime_tau_plugin.tools.servers.freeform_grounding import ORDINAL_WORDS, Context, spell_digits
 
-__all__ = ["Fact", "GENERATORS"]
+__all__ = ["DEVICE_READINGS", "Fact", "GENERATORS"]
 
 _MONTHS = "January February March April May June July August September October November December".split()
 _STREETS = ("Larkspur Lane", "Old Mill Road", "Birchwood Court", "Harbor View Drive", "Quarry Street", "Fenwick Ave")
@@ -77,6 +77,25 @@ def misremembered_id(ctx: Context, rng: random.Random) -> Fact | None:
     v = _off_by_one(rng, rng.choice(sorted(set(seen))))
     s = _pick(rng, "I think it's {v}.", "My records say {v}.", "It should be under {v}.", v=v)
     return Fact("misremembered_id", v, s, (v,))
+
+
+def spelled_order(ctx: Context, rng: random.Random) -> Fact:
+    d = _digits(rng, 7)
+    v = rng.choice((f"W {spell_digits(d)}", f"W{d[:3]}-{d[3:]}", f"W-{spell_digits(d, '-')}"))
+    return Fact("spelled_order", v, _pick(rng, "The order number is {v}.", "It's order {v}, I think.", v=v), (d,))
+
+
+def tracking(ctx: Context, rng: random.Random) -> Fact:
+    d = _digits(rng, 12)
+    v = rng.choice((d, f"{d[:4]} {d[4:8]} {d[8:]}"))
+    return Fact("tracking_number", v, _pick(rng, "The tracking number says {v}.", "Tracking is {v}.", v=v), (d,))
+
+
+def seat(ctx: Context, rng: random.Random) -> Fact:
+    row = rng.randrange(8, 40)
+    v = f"{row}{rng.choice('ABCDEF')}"
+    s = _pick(rng, "I was in seat {v} on the way out.", "Please keep me in seat {v}.", v=v)
+    return Fact("seat", v, s, (v,))
 
 
 def spelled_zip(ctx: Context, rng: random.Random) -> Fact:
@@ -221,9 +240,23 @@ def data_used(ctx: Context, rng: random.Random) -> Fact:
 
 
 _COMMON: tuple[Generator, ...] = (card_ending, email, phone, spelled_zip, relative_date, calendar_date, other_person)
+DEVICE_READINGS: tuple[Generator, ...] = (reading, data_used)
+"""What a telecom customer misreports right after its phone's own report (a made-up tool result)."""
 GENERATORS: dict[str, tuple[Generator, ...]] = {
-    "retail": (order_id, misremembered_id, partial_id, address, amount, name_variant, item_option, count, *_COMMON),
-    "airline": (reservation, misremembered_id, flight, membership, amount, name_variant, count, *_COMMON),
+    "retail": (
+        order_id,
+        spelled_order,
+        misremembered_id,
+        partial_id,
+        tracking,
+        address,
+        amount,
+        name_variant,
+        item_option,
+        count,
+        *_COMMON,
+    ),
+    "airline": (reservation, misremembered_id, flight, seat, membership, amount, name_variant, count, *_COMMON),
     "telecom": (device, plan, reading, data_used, amount, misremembered_id, *_COMMON),
 }
 """A τ domain -> the invented facts its customer can state (telecom's ids are phone numbers and plans)."""

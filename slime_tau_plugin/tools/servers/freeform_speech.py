@@ -8,7 +8,8 @@ or mid-message after a normal answer. A customer asking the agent to check its o
 
 Stops follow the reports on τ²'s user simulator: a confirmation with ``###STOP###`` in the same message before the
 agent could act (tau2-bench #182, #297), "that's all" before the write, a transfer request mid-task (τ²'s
-``###TRANSFER###``), ``###OUT-OF-SCOPE###`` with the information at hand, giving up, and on telecom a stop instead
+``###TRANSFER###``), ``###OUT-OF-SCOPE###`` with the information at hand, giving up, a last line glued to the
+marker ("I'll do it on the website myself", Toloka/tolokaforge #611), the bare marker, and on telecom a stop instead
 of the action on its own phone the agent asked for, or a claim it did it (tau2-bench #41: user action omission).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["AGENT_ACTS", "CUSTOMER_LEADS", "CUSTOMER_TAILS", "stop_text"]
+__all__ = ["AGENT_ACTS", "CUSTOMER_LEADS", "CUSTOMER_LEADS_DEVICE", "CUSTOMER_TAILS", "stop_text"]
 
 CUSTOMER_LEADS = (
     "Okay, thanks.",
@@ -29,6 +30,8 @@ CUSTOMER_LEADS = (
     "Okay.",
 )
 CUSTOMER_TAILS = ("", "", "Thanks!", "Let me know.", "Appreciate it.")
+CUSTOMER_LEADS_DEVICE = ("Okay, I did that.", "Done.", "Alright, it's done.")
+"""What a customer says about an action on its phone (the phone's own report stays in the message)."""
 
 _ALL = ("retail", "airline", "telecom")
 _SALES = ("retail", "airline")
@@ -101,6 +104,24 @@ AGENT_ACTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ),
     ),
     (
+        "asks_customer_intent",
+        _SALES,
+        (
+            "Which item would you like to exchange, and what would you like instead?",
+            "Would you like the refund to go to the original payment method or to a gift card?",
+            "May I ask the reason for the cancellation?",
+            "How many passengers will be traveling, and in which cabin?",
+        ),
+    ),
+    (
+        "transfers_as_service",
+        _ALL,
+        (
+            "I'm transferring you to a specialist who can help you further.",
+            "Please hold while I connect you with a human agent.",
+        ),
+    ),
+    (
         "instructs_device",
         ("telecom",),
         (
@@ -121,24 +142,31 @@ AGENT_ACTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 """shape -> domains -> what the service says."""
 
 _STOPS: dict[str, tuple[str, ...]] = {
-    "yes_then_stop": ("Yes, please go ahead with that.", "Yes, that's correct, go ahead.", "Sounds good, do it."),
+    "yes_then_stop": (
+        "Yes, please go ahead with that.",
+        "Yes, that's correct, go ahead.",
+        "Sounds good, do it.",
+        "Yes. Thank you so much for your help!",
+    ),
     "thats_all": ("That's all I needed, thanks for your help!", "Perfect, that's everything. Thanks!"),
     "gives_up": ("This is taking too long, I'll deal with it another time.", "Never mind, forget it."),
     "wants_human": ("Can I just speak to a human agent, please?", "I'd rather talk to a real person about this."),
     "no_information": ("I'm sorry, I don't have that information.", "I don't know that, sorry."),
     "skips_device_action": ("I'll do that later myself, thanks.", "I can't find that setting. Never mind."),
     "claims_device_action": ("Okay, I've done that and everything works now, thanks!", "Done, it's fixed. Thanks!"),
+    "handles_elsewhere": ("That's okay, I'll just do it on the website myself.", "I'll call back later about this."),
+    "bare": ("",),
 }
 _MARKERS = {"wants_human": "###TRANSFER###", "no_information": "###OUT-OF-SCOPE###"}
 
 
 def stop_text(rng: random.Random, *, tau2: bool, device_asked: bool) -> tuple[str, str, str]:
     """A stopping message: its shape, its text and the marker in it (τ-bench v1 knows ``###STOP###`` only)."""
-    shapes = ["yes_then_stop", "thats_all", "gives_up", "wants_human"]
+    shapes = ["yes_then_stop", "thats_all", "gives_up", "wants_human", "handles_elsewhere", "bare"]
     if tau2:
         shapes.append("no_information")
     if device_asked:
         shapes = ["skips_device_action", "claims_device_action", "gives_up", "wants_human"]
     shape = rng.choice(shapes)
     marker = _MARKERS.get(shape, "###STOP###") if tau2 else "###STOP###"
-    return shape, f"{rng.choice(_STOPS[shape])} {marker}", marker
+    return shape, f"{rng.choice(_STOPS[shape])} {marker}".strip(), marker

@@ -178,6 +178,27 @@ def test_a_stop_can_take_the_place_of_a_device_action(freeform):
     assert len(stops) == 6 and all(e["kind"] == "stop" and e["agent_asked"] and e["turn"] == 1 for e in stops)
 
 
+def test_the_phones_own_report_stays_whole_in_a_faulty_message(freeform):
+    """After its own tool ran, the customer's report ("My phone shows: ...", its write in the benchmark's count) is
+    kept and the fault comes after it; a fact there is often a reading the phone never showed."""
+    system = {
+        "role": "system",
+        "content": "<scenario>\nDomain: telecom\nMy phone is slow and drops calls.\n</scenario>",
+    }
+    shown = "Airplane Mode is now OFF.\nStatus Bar: 📶² Poor | 4G | 🔋 80%"
+    for n in range(12):
+        messages = [system, GREETING, {"role": "assistant", "content": f"My phone is slow ({n})."}]
+        messages.append({"role": "user", "content": f"{ASK_USER} toggle_airplane_mode {{}}"})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]})
+        messages.append({"role": "tool", "tool_call_id": "c", "content": shown})
+        text = str(post(freeform, messages).get("content"))
+        assert text.startswith(f"Done. My phone shows: {shown}"), text
+    entries = [e for e in get(f"{freeform}/faults/log")["injected"] if "slow and drops" in e["scenario"]]
+    assert {e["kind"] for e in entries} == {"invented_fact", "agent_act"}  # never a stop (its rate is 1)
+    facts = [e for e in entries if e["kind"] == "invented_fact"]
+    assert all(e["value"] not in shown and e["turn"] == 2 for e in facts)
+
+
 def test_the_same_seed_and_conversation_inject_the_same_faults(played):
     """A second server with the same seed, sent the same conversations in the same order, logs the same faults."""
     for url in serve_user("--faults", SPEC, "--faults-set", "freeform"):
