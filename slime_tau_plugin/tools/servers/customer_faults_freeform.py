@@ -86,8 +86,9 @@ def freeform_fault(
     key = json.dumps([faults.spec.seed, rule.kind.value, messages], sort_keys=True, default=str)
     rng = random.Random(hashlib.sha256(key.encode()).digest())
     benchmark, domain = setting_of(messages, scenario)
-    said = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
-    asked = bool(said) and bool(_ASKS_DEVICE.match(said[-1]))
+    last = messages[-1] if messages else {}
+    asked = last.get("role") == "user" and bool(_ASKS_DEVICE.match(str(last.get("content") or "")))
+    # asked: the agent's last message asks for an action on the phone that has not run yet
     entry: dict[str, Any] = {"scenario": scenario, "domain": domain, "benchmark": benchmark, "agent_asked": asked}
     if rule.kind is FaultKind.EARLY_STOP:
         shape, text, marker = stop_text(rng, tau2=benchmark == "tau2", device_asked=asked)

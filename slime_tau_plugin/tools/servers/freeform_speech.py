@@ -135,7 +135,7 @@ AGENT_ACTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         _ALL,
         (
             "I apologize for the inconvenience this has caused, and thank you for bearing with us.",
-            "I'm sorry for the trouble with your order; I understand how frustrating this must be.",
+            "I'm sorry for the trouble; I understand how frustrating this must be.",
         ),
     ),
 )

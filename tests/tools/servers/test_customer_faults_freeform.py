@@ -197,6 +197,7 @@ def test_the_phones_own_report_stays_whole_in_a_faulty_message(freeform):
     assert {e["kind"] for e in entries} == {"invented_fact", "agent_act"}  # never a stop (its rate is 1)
     facts = [e for e in entries if e["kind"] == "invented_fact"]
     assert all(e["value"] not in shown and e["turn"] == 2 for e in facts)
+    assert not any(e["agent_asked"] for e in entries)  # the action it was asked for has run
 
 
 def test_the_same_seed_and_conversation_inject_the_same_faults(played):
