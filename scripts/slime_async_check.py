@@ -53,11 +53,8 @@ def parse() -> argparse.Namespace:
 
 def main() -> int:
     ns = parse()
-    try:
-        from slime.utils.http_utils import init_http_client
-        from slime.utils.misc import load_function
-    except ImportError as exc:
-        print(f"slime is not importable ({exc}); see slime_loop_check.py for the set-up")
+    slime = loop.slime_api("init_http_client", "load_function", setup="see slime_loop_check.py for the set-up")
+    if slime is None:
         return 2
     from slime_tau_plugin.adapters.slime.group_filter import FailureGuardError
     from slime_tau_plugin.adapters.slime.partial import abort_tally
@@ -75,10 +72,10 @@ def main() -> int:
                 slime_lag.with_max_lag(faults.user_yaml(loop.TAU_YAML, user_url), ns.max_weight_lag)
             )
             args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
-            init_http_client(args)
-            data_source = load_function(args.data_source_path)(args)
-            rollout = load_function(args.rollout_function_path)
-            post_process = load_function(args.custom_reward_post_process_path)
+            slime.init_http_client(args)
+            data_source = slime.load_function(args.data_source_path)(args)
+            rollout = slime.load_function(args.rollout_function_path)
+            post_process = slime.load_function(args.custom_reward_post_process_path)
             lags = slime_lag.LagLog(ns.max_weight_lag)
             slime_lag.push(url, 1)  # train_async.py pushes the weights before the first rollout
             t0 = time.monotonic()

@@ -166,6 +166,36 @@ def build_args(ns: argparse.Namespace, tok: str, url: str, train: Path, eval_yam
     return args
 
 
+SLIME_API = {
+    "generate_rollout_async": "slime.rollout.sglang_rollout",
+    "generate_rollout": "slime.rollout.sglang_rollout",
+    "eval_rollout": "slime.rollout.sglang_rollout",
+    "run": "slime.utils.async_utils",
+    "init_http_client": "slime.utils.http_utils",
+    "load_function": "slime.utils.misc",
+    "set_current_rollout_id": "slime.rollout.sample_hooks",
+}
+"""slime's functions the loop checks call -> the module that defines them."""
+
+
+def slime_api(*names: str, setup: str = "run with PYTHONPATH=<slime checkout> in slime's venv") -> Any:
+    """slime's functions ``names`` (keys of ``SLIME_API``) as attributes, imported now (slime is never imported
+    at module import); None, after printing why and ``setup``, when slime is not importable (the checks exit 2)."""
+    try:
+        return argparse.Namespace(**{n: getattr(importlib.import_module(SLIME_API[n]), n) for n in names})
+    except (ImportError, AttributeError) as exc:
+        print(f"slime is not importable ({exc}); {setup}")
+        return None
+
+
+def verdict(bad: list[str]) -> int:
+    """Print each failure, then the last line the tests read (PASS, or FAIL with the count); the exit status."""
+    for line in bad:
+        print(f"FAIL: {line}")
+    print("PASS" if not bad else f"FAIL ({len(bad)} checks)")
+    return 0 if not bad else 1
+
+
 def instrument() -> None:
     """Time every call of our generate (train and eval) and slime's abort(); slime's loaders find the wrapper."""
     rollout = importlib.import_module("slime.rollout.sglang_rollout")
@@ -226,13 +256,9 @@ def main() -> int:
         "--broken-workers", action="store_true", help="episode worker processes cannot start (needs --episode-workers)"
     )
     ns = p.parse_args()
-    try:
-        from slime.rollout.sglang_rollout import eval_rollout, generate_rollout_async
-        from slime.utils.async_utils import run
-        from slime.utils.http_utils import init_http_client
-        from slime.utils.misc import load_function
-    except ImportError as exc:
-        print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in the venv of the docstring")
+    names = ("eval_rollout", "generate_rollout_async", "run", "init_http_client", "load_function")
+    slime = slime_api(*names, setup="run with PYTHONPATH=<slime checkout> in the venv of the docstring")
+    if slime is None:
         return 2
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, force=True)
     tok, server, user = tokenizer_dir(), None, None
@@ -258,9 +284,9 @@ def main() -> int:
             args = build_args(ns, tok, url, train, eval_yaml, tau_yaml)
             if ns.broken_workers:
                 faults.break_workers()
-            init_http_client(args)  # what RolloutManager.__init__ does (slime/ray/rollout.py:380); no Ray needed
+            slime.init_http_client(args)  # what RolloutManager.__init__ does (slime/ray/rollout.py:380); no Ray needed
             instrument()
-            data_source = load_function(args.data_source_path)(args)  # RolloutDataSourceWithBuffer by default
+            data_source = slime.load_function(args.data_source_path)(args)  # RolloutDataSourceWithBuffer by default
 
             def get_samples(num: int):
                 groups = data_source.get_samples(num)
@@ -269,14 +295,15 @@ def main() -> int:
 
             t0 = time.monotonic()
             if ns.user != "scripted" or ns.timeout_s is not None or ns.broken_workers:  # a failure run: capped
-                out, how, ended = faults.run_capped(generate_rollout_async(args, 0, get_samples), args, ns.timeout_s)
+                rollout = slime.generate_rollout_async(args, 0, get_samples)
+                out, how, ended = faults.run_capped(rollout, args, ns.timeout_s)
                 took = faults.marks.get("raised_at", ended) - t0
                 return faults.report(
                     ns, args, how, took, out and out[0], tally, int(marks["submitted_groups"]), all_tally.lines
                 )
-            train_out, _ = run(generate_rollout_async(args, 0, get_samples))
+            train_out, _ = slime.run(slime.generate_rollout_async(args, 0, get_samples))
             t1 = time.monotonic()
-            eval_out, _ = run(eval_rollout(args, 0))
+            eval_out, _ = slime.run(slime.eval_rollout(args, 0))
             t2 = time.monotonic()
         finally:
             stop_started(server, user)

@@ -14,22 +14,20 @@ Exit 0 only if every check holds; 2 without slime.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any
 
 import slime_loop_check as loop
 import slime_loop_faults as faults
+import slime_loop_step as step
 
 EMPTY_THINK = "<think>\n\n</think>\n\n"
 
 
-def start_customer() -> Any:
-    """The chat user server; each opening gets its own number."""
+def start_customer() -> tuple[Any, str]:
+    """The chat user server; each opening gets its own number. Returns (server, base URL)."""
     from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 
     numbers, lock = itertools.count(), threading.Lock()
@@ -42,7 +40,8 @@ def start_customer() -> Any:
             number = next(numbers)
         return {**message, "content": f"{message['content']} (caller {number})"}
 
-    return ChatUserServer(reply=reply).start()
+    server = ChatUserServer(reply=reply).start()
+    return server, server.base_url
 
 
 def record_groups() -> list[int]:
@@ -91,46 +90,24 @@ def check(groups: list[list[Any]], user: Any, started: list[int], shared: bool, 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n-train-groups", type=int, default=4)
-    p.add_argument("--n-samples-per-prompt", type=int, default=4)
+    p = step.step_parser(__doc__)
     p.add_argument("--off", action="store_true", help="run without tau_user_shared_opening (for the counts)")
     ns = p.parse_args()
-    try:
-        from slime.rollout.sglang_rollout import generate_rollout_async
-        from slime.utils.async_utils import run
-        from slime.utils.http_utils import init_http_client
-        from slime.utils.misc import load_function
-    except ImportError as exc:
-        print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in slime's venv")
+    slime = loop.slime_api(*step.STEP_API)
+    if slime is None:
         return 2
     from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
-    ns.extra_groups, ns.max_response_len, ns.max_tokens_per_gpu, ns.max_context_len = 2, 1024, 16384, 16384
-    ns.filter, ns.extra_flags = "none", ""
-    tok = loop.tokenizer_dir()
-    server = user = None
-    with tempfile.TemporaryDirectory(prefix="slime-group-") as tmp_name:
-        tmp = Path(tmp_name)
-        try:
-            train, eval_yaml = loop.prepare(tmp, ["tau2/retail/test"])
-            server, url = loop.start_server(tok, 0, tmp / "server.log")
-            user = start_customer()
-            extra = f", tau_record_messages: true, tau_user_shared_opening: {str(not ns.off).lower()}}}"
-            tau_yaml = tmp / "tau.yaml"
-            tau_yaml.write_text(faults.user_yaml(loop.TAU_YAML, user.base_url).replace("}", extra))
-            args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
-            started = record_groups()
-            init_http_client(args)
-            data_source = load_function(args.data_source_path)(args)
-            out, _ = run(generate_rollout_async(args, 0, data_source.get_samples))
-        finally:
-            loop.stop_started(server, user)
-    bad = check(out.samples, user, started, not ns.off, load_tokenizer(tok))
-    for line in bad:
-        print(f"FAIL: {line}")
-    print("PASS" if not bad else f"FAIL ({len(bad)} checks)")
-    return 0 if not bad else 1
+    extra = f", tau_record_messages: true, tau_user_shared_opening: {str(not ns.off).lower()}}}"
+    started = record_groups()
+    _, out, user = step.one_step(
+        ns,
+        slime,
+        "slime-group-",
+        start_customer,
+        lambda user_url: faults.user_yaml(loop.TAU_YAML, user_url).replace("}", extra),
+    )
+    return loop.verdict(check(out.samples, user, started, not ns.off, load_tokenizer(loop.tokenizer_dir())))
 
 
 if __name__ == "__main__":

@@ -74,13 +74,9 @@ def main() -> int:
     p.add_argument("--n-samples-per-prompt", type=int, default=2)
     p.add_argument("--timeout-s", type=float, default=120, help="cap on each step (slime's unbounded filter)")
     ns = p.parse_args()
-    try:
-        from slime.rollout.sample_hooks import set_current_rollout_id
-        from slime.rollout.sglang_rollout import generate_rollout_async
-        from slime.utils.http_utils import init_http_client
-        from slime.utils.misc import load_function
-    except ImportError as exc:
-        print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in slime's venv")
+    names = ("set_current_rollout_id", "generate_rollout_async", "init_http_client", "load_function")
+    slime = loop.slime_api(*names)
+    if slime is None:
         return 2
     from slime_tau_plugin.adapters.slime.metrics import log_rollout
 
@@ -99,8 +95,8 @@ def main() -> int:
             extra = "" if ns.max_redraws is None else f", tau_max_redraws: {ns.max_redraws}"
             (tau_yaml := tmp / "tau.yaml").write_text(loop.TAU_YAML.replace("}", extra + "}"))
             args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
-            init_http_client(args)
-            data_source = load_function(args.data_source_path)(args)
+            slime.init_http_client(args)
+            data_source = slime.load_function(args.data_source_path)(args)
             batches = [0]
 
             def get_samples(num: int) -> list:
@@ -113,11 +109,13 @@ def main() -> int:
                 f", pass rate pinned at {ns.pin}: rollout batch {t} groups x {k}, over-sampling batch {o}"
             )
             for step in range(ns.steps):
-                set_current_rollout_id(step)  # what RolloutManager.generate does first
+                slime.set_current_rollout_id(step)  # what RolloutManager.generate does first
                 batches[0] = 0
                 faults.verdicts.clear()
                 t0 = time.monotonic()
-                out, how, ended = faults.run_capped(generate_rollout_async(args, step, get_samples), args, ns.timeout_s)
+                out, how, ended = faults.run_capped(
+                    slime.generate_rollout_async(args, step, get_samples), args, ns.timeout_s
+                )
                 result = out[0] if out is not None else None
                 logged: dict[str, float] = {}
                 if result is not None:  # RolloutManager.generate: log_rollout_data runs the custom log hook
@@ -139,10 +137,7 @@ def main() -> int:
         return 0 if looping else 1
     if ns.filter == "tau" and ns.pin == 0 and len(bound_lines) < ns.steps:
         bad.append(f"the bound's line was logged {len(bound_lines)} times in {ns.steps} steps")
-    for line in bad:
-        print(f"FAIL: {line}")
-    print("PASS" if not bad else f"FAIL ({len(bad)} checks)")
-    return 0 if not bad else 1
+    return loop.verdict(bad)
 
 
 if __name__ == "__main__":

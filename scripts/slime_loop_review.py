@@ -22,19 +22,17 @@ token-exact). Exit 0 only if every check holds; 2 without slime.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import random
 import re
 import sys
-import tempfile
 import threading
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import slime_loop_check as loop
 import slime_loop_faults as faults
+import slime_loop_step as step
 
 PAYMENT = re.compile(r"^(?:credit_card|gift_card|paypal)_\d+$")
 EMPTY_THINK = "<think>\n\n</think>\n\n"
@@ -57,12 +55,11 @@ def gold_payment_ids() -> dict[str, str]:
     return out
 
 
-def start_customer(invented: float, wrong: float, seed: int) -> tuple[Any, str, collections.Counter]:
-    """The chat user server with the two opening faults; returns (server, base URL, what it injected)."""
+def start_customer(invented: float, wrong: float, seed: int, injected: collections.Counter) -> tuple[Any, str]:
+    """The chat user server with the two opening faults, counted in ``injected``; returns (server, base URL)."""
     from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
 
     golds, rng, lock = gold_payment_ids(), random.Random(seed), threading.Lock()
-    injected: collections.Counter = collections.Counter()
 
     def reply(messages: list[dict], tools: list[dict] | None) -> dict:
         message = scripted_user_reply(messages, tools, 0)
@@ -81,7 +78,7 @@ def start_customer(invented: float, wrong: float, seed: int) -> tuple[Any, str, 
         return message
 
     server = ChatUserServer(reply=reply).start()
-    return server, server.base_url, injected
+    return server, server.base_url
 
 
 def check(
@@ -170,47 +167,26 @@ def check(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n-train-groups", type=int, default=4)
-    p.add_argument("--n-samples-per-prompt", type=int, default=4)
+    p = step.step_parser(__doc__)
     p.add_argument("--invented-share", type=float, default=0.3)
     p.add_argument("--wrong-share", type=float, default=0.25)
     p.add_argument("--seed", type=int, default=3)
     ns = p.parse_args()
-    try:
-        from slime.rollout.sglang_rollout import generate_rollout_async
-        from slime.utils.async_utils import run
-        from slime.utils.http_utils import init_http_client
-        from slime.utils.misc import load_function
-    except ImportError as exc:
-        print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in slime's venv")
+    slime = loop.slime_api(*step.STEP_API)
+    if slime is None:
         return 2
     from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
-    ns.extra_groups, ns.max_response_len, ns.max_tokens_per_gpu, ns.max_context_len = 2, 1024, 16384, 16384
-    ns.filter, ns.extra_flags = "none", ""
-    tok = loop.tokenizer_dir()
-    server = user = None
-    with tempfile.TemporaryDirectory(prefix="slime-review-") as tmp_name:
-        tmp = Path(tmp_name)
-        try:
-            train, eval_yaml = loop.prepare(tmp, ["tau2/retail/test"])
-            server, url = loop.start_server(tok, 0, tmp / "server.log")
-            user, user_url, injected = start_customer(ns.invented_share, ns.wrong_share, ns.seed)
-            tau_yaml = tmp / "tau.yaml"
-            tau_yaml.write_text(faults.user_yaml(loop.TAU_YAML, user_url).replace("}", REVIEW_YAML))
-            args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
-            init_http_client(args)
-            data_source = load_function(args.data_source_path)(args)
-            out, _ = run(generate_rollout_async(args, 0, data_source.get_samples))
-        finally:
-            loop.stop_started(server, user)
+    injected: collections.Counter = collections.Counter()
+    args, out, user = step.one_step(
+        ns,
+        slime,
+        "slime-review-",
+        lambda: start_customer(ns.invented_share, ns.wrong_share, ns.seed, injected),
+        lambda user_url: faults.user_yaml(loop.TAU_YAML, user_url).replace("}", REVIEW_YAML),
+    )
     print(f"customer openings: {dict(injected)}")
-    bad = check(args, out.samples, load_tokenizer(tok), user.requests.total)
-    for line in bad:
-        print(f"FAIL: {line}")
-    print("PASS" if not bad else f"FAIL ({len(bad)} checks)")
-    return 0 if not bad else 1
+    return loop.verdict(check(args, out.samples, load_tokenizer(loop.tokenizer_dir()), user.requests.total))
 
 
 if __name__ == "__main__":

@@ -18,13 +18,11 @@ metrics, template fidelity of every sample. Exit 0 only if every check holds; 2 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -32,13 +30,14 @@ from typing import Any
 import slime_loop_check as loop
 import slime_loop_faults as faults
 import slime_loop_review as review
+import slime_loop_step as step
 
 DOMAIN = "telecom"
 
 
-def prepare_writes(tmp: Path) -> tuple[Path, Path, int]:
+def prepare_writes(tmp: Path, rows: list[int]) -> tuple[Path, Path]:
     """τ² telecom's train rows whose task requires an agent write (``EnvSession.required_writes``), and the eval
-    config ``prepare`` writes; returns (train file, eval config, rows kept)."""
+    config ``prepare`` writes; returns (train file, eval config) and appends the rows kept to ``rows``."""
     from slime_tau_plugin.engine.envs import get_backend
     from slime_tau_plugin.engine.episode.task_ref import TaskRef
 
@@ -58,17 +57,18 @@ def prepare_writes(tmp: Path) -> tuple[Path, Path, int]:
             kept.append(line)
     train = tmp / "train.jsonl"
     train.write_text("\n".join(kept) + "\n")
-    return train, next(p for p in tmp.glob("*.y*ml")), len(kept)
+    rows.append(len(kept))
+    return train, next(p for p in tmp.glob("*.y*ml"))
 
 
-def start_customer(share: float, seed: int) -> tuple[Any, str, collections.Counter]:
-    """The chat user server; ``share`` of the oracle's requests to act on the phone are answered with a stop."""
+def start_customer(share: float, seed: int, told: collections.Counter) -> tuple[Any, str]:
+    """The chat user server; ``share`` of the oracle's requests to act on the phone are answered with a stop
+    (counted in ``told``). Returns (server, base URL)."""
     from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
     from slime_tau_plugin.tools.servers.customer_faults import EARLY_STOP_LINE
     from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 
     rng, lock = random.Random(seed), threading.Lock()
-    told: collections.Counter = collections.Counter()
 
     def reply(messages: list[dict], tools: list[dict] | None) -> dict:
         last = messages[-1] if messages else {}
@@ -82,47 +82,38 @@ def start_customer(share: float, seed: int) -> tuple[Any, str, collections.Count
         return scripted_user_reply(messages, tools, 2)  # serve-user's --max-replies 2: "go ahead" when asked
 
     server = ChatUserServer(reply=reply).start()
-    return server, server.base_url, told
+    return server, server.base_url
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n-train-groups", type=int, default=4)
-    p.add_argument("--n-samples-per-prompt", type=int, default=4)
+    p = step.step_parser(__doc__)
     p.add_argument("--stop-share", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=5)
     ns = p.parse_args()
-    try:
-        from slime.rollout.sglang_rollout import generate_rollout_async
-        from slime.utils.async_utils import run
-        from slime.utils.http_utils import init_http_client
-        from slime.utils.misc import load_function
-    except ImportError as exc:
-        print(f"slime is not importable ({exc}); run with PYTHONPATH=<slime checkout> in slime's venv")
+    slime = loop.slime_api(*step.STEP_API)
+    if slime is None:
         return 2
     from slime_tau_plugin.engine.chat.templates import load_tokenizer
 
-    ns.extra_groups, ns.max_response_len, ns.max_tokens_per_gpu, ns.max_context_len = 2, 1024, 16384, 16384
-    ns.filter, ns.extra_flags = "none", ""
-    tok = loop.tokenizer_dir()
-    server = user = None
-    with tempfile.TemporaryDirectory(prefix="slime-stops-") as tmp_name:
-        tmp = Path(tmp_name)
-        try:
-            train, eval_yaml, rows = prepare_writes(tmp)
-            server, url = loop.start_server(tok, 0, tmp / "server.log")
-            user, user_url, told = start_customer(ns.stop_share, ns.seed)
-            tau_yaml = tmp / "tau.yaml"
-            tau = faults.user_yaml(loop.TAU_YAML, user_url).replace("tau_domain: retail", f"tau_domain: {DOMAIN}")
-            tau_yaml.write_text(tau.replace("}", review.REVIEW_YAML))
-            args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
-            init_http_client(args)
-            data_source = load_function(args.data_source_path)(args)
-            out, _ = run(generate_rollout_async(args, 0, data_source.get_samples))
-        finally:
-            loop.stop_started(server, user)
-    print(f"train rows with a required write: {rows}; the customer, asked to act: {dict(told)}")
-    bad = review.check(args, out.samples, load_tokenizer(tok), user.requests.total, "premature_stop", DOMAIN)
+    told: collections.Counter = collections.Counter()
+    rows: list[int] = []
+
+    def tau_yaml(user_url: str) -> str:
+        tau = faults.user_yaml(loop.TAU_YAML, user_url).replace("tau_domain: retail", f"tau_domain: {DOMAIN}")
+        return tau.replace("}", review.REVIEW_YAML)
+
+    args, out, user = step.one_step(
+        ns,
+        slime,
+        "slime-stops-",
+        lambda: start_customer(ns.stop_share, ns.seed, told),
+        tau_yaml,
+        lambda tmp: prepare_writes(tmp, rows),
+    )
+    print(f"train rows with a required write: {rows[0]}; the customer, asked to act: {dict(told)}")
+    bad = review.check(
+        args, out.samples, load_tokenizer(loop.tokenizer_dir()), user.requests.total, "premature_stop", DOMAIN
+    )
     flat = [s for g in out.samples for s in g]
     for i, s in enumerate(flat):
         meta = s.metadata.get("tau_review") or {}
@@ -133,10 +124,7 @@ def main() -> int:
         bool((s.metadata.get("tau_review") or {}).get("excluded")) for s in flat
     ):
         bad.append("more episodes were removed than the customer stopped early")
-    for line in bad:
-        print(f"FAIL: {line}")
-    print("PASS" if not bad else f"FAIL ({len(bad)} checks)")
-    return 0 if not bad else 1
+    return loop.verdict(bad)
 
 
 if __name__ == "__main__":

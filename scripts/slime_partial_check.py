@@ -116,12 +116,10 @@ def check(sample, full, rollout_id: int, masked: bool) -> str | None:
 
 def main() -> int:
     ns = parse()
-    try:
-        from slime.rollout.sglang_rollout import generate_rollout
-        from slime.utils.http_utils import init_http_client
-        from slime.utils.misc import load_function
-    except ImportError as exc:
-        print(f"slime is not importable ({exc}); see slime_loop_check.py for the set-up")
+    slime = loop.slime_api(
+        "generate_rollout", "init_http_client", "load_function", setup="see slime_loop_check.py for the set-up"
+    )
+    if slime is None:
         return 2
     from slime_tau_plugin.adapters.slime.partial import abort_tally
 
@@ -137,15 +135,15 @@ def main() -> int:
                 slime_lag.with_max_lag(faults.with_workers(loop.TAU_YAML, ns.episode_workers), ns.max_weight_lag)
             )
             args = loop.build_args(ns, tok, url, train, eval_yaml, tau_yaml)
-            init_http_client(args)
-            data_source = load_function(args.data_source_path)(args)
+            slime.init_http_client(args)
+            data_source = slime.load_function(args.data_source_path)(args)
             instrument()
             lags = slime_lag.LagLog(ns.max_weight_lag)
             slime_lag.push(url, 1)  # train.py pushes the weights before the first rollout
             for step in range(ns.steps):
                 STEP["now"] = step
                 t0 = time.monotonic()
-                out = generate_rollout(args, step, data_source)
+                out = slime.generate_rollout(args, step, data_source)
                 took = time.monotonic() - t0
                 tally = abort_tally().take()
                 flat = [s for group in out.samples for s in group]

@@ -11,8 +11,10 @@ Clients, one per wire protocol, each the only reader of its response shape:
 
 The HTTP clients share :func:`post_json_with_retries`: connection failures, timeouts, 429 and 5xx are
 retried with backoff (generation is stateless, so a retry is safe; ``net/http_errors.py`` classifies the
-status); 4xx is never retried, and a 400 about the context length becomes :class:`ContextLengthError`.
-An engine abort is a ``finish_reason``, not an exception.
+status); 4xx is never retried, and a 400 about the context length becomes :class:`ContextLengthError`, and a
+404 names what to check (:func:`not_found_hint`). An engine abort is a ``finish_reason``, not an exception.
+The one-server clients (SGLang, completions) share :meth:`HTTPPolicyClient.generate` too and write only their
+request and read only their answer; NeMo RL's, over several servers, posts with :func:`post_json_on_replicas`.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ POLICY_CLIENTS: dict[PolicyApi, str] = {
     PolicyApi.NEMO_RL: "slime_tau_plugin.engine.policy.nemo_rl:NeMoRLPolicy",
 }
 """``tau_policy_api`` -> the client class (``module:Class`` with a ``from_config(config)`` constructor),
-imported when chosen. A new wire protocol is a ``policy_<name>.py`` and one line here (plus its
-``PolicyApi`` member). verl's client is injected by its front door, so it is not listed."""
+imported when chosen. A new wire protocol is a ``policy_<name>.py`` (an :class:`HTTPPolicyClient` with its
+``path``, ``request`` and ``result``) and one line here (plus its ``PolicyApi`` member). verl's client is
+injected by its front door, so it is not listed."""
 
 
 class FinishReason(str, enum.Enum):
@@ -120,6 +123,43 @@ class HTTPPolicyClient:
     def from_config(cls, config: TauConfig) -> HTTPPolicyClient:
         """The client ``config`` describes (URL, timeout, retries, in-flight bound, outage tolerance)."""
         return cls(config.policy_url or "", **http_settings(config))
+
+    path = "/generate"
+    """The route of the protocol's one request."""
+
+    async def generate(
+        self,
+        input_ids: Sequence[int],
+        sampling_params: dict[str, Any],
+        *,
+        rid: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> GenerateResult:
+        """POST the protocol's request for ``input_ids`` (:meth:`request`) to :attr:`path` with retries and
+        return its answer typed (:meth:`result`); one flow, so every protocol retries and fails alike.
+
+        Raises:
+            ContextLengthError: HTTP 400 about the context length (not retried).
+            PolicyHTTPError: any other non-2xx after retries (5xx) or at once (4xx; a 404 adds :meth:`not_found`).
+            PolicyConnectionError: transport failures or timeouts after retries.
+            PolicyProtocolError: a 2xx body that is not the protocol's shape.
+        """
+        payload = self.request(input_ids, sampling_params, rid)
+        with not_found_hint(self.not_found()):
+            body = await post_json_with_retries(self._http, self.path, payload, headers, self.retry, rid, self.guard)
+        return self.result(body, rid)
+
+    def request(self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str | None) -> dict[str, Any]:
+        """The JSON body that asks for one generation from ``input_ids`` (each protocol writes its own)."""
+        raise NotImplementedError
+
+    def result(self, body: Any, rid: str | None) -> GenerateResult:
+        """The decoded 2xx answer as a :class:`GenerateResult` (each protocol reads its own)."""
+        raise NotImplementedError
+
+    def not_found(self) -> str | None:
+        """What to check when the server answers 404 (None: the error as the server wrote it)."""
+        return None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -239,6 +279,18 @@ async def post_json_on_replicas(
 
     with _final_errors():
         return await retry_on_replicas(once, retry, _RETRIED, f"rid={rid} {path}", replicas)
+
+
+@contextlib.contextmanager
+def not_found_hint(hint: str | None) -> Iterator[None]:
+    """A 404 from the policy server (it lacks the route or the model) as the same PolicyHTTPError with ``hint``, what
+    to check, added; every other error as it is (also a 404 when ``hint`` is None)."""
+    try:
+        yield
+    except PolicyHTTPError as exc:
+        if hint is None or exc.status != 404:
+            raise
+        raise PolicyHTTPError(f"{exc}; {hint}", status=exc.status, body=exc.body) from exc
 
 
 @contextlib.contextmanager

@@ -29,18 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from slime_tau_plugin.engine.errors import PolicyHTTPError, PolicyProtocolError
+from slime_tau_plugin.engine.errors import PolicyProtocolError
 from slime_tau_plugin.engine.net.endpoints import EndpointGuard, EndpointRole, GuardSettings
 from slime_tau_plugin.engine.net.loop_http import LoopBoundHTTP
 from slime_tau_plugin.engine.net.replicas import ReplicaSet, split_urls
 from slime_tau_plugin.engine.net.retry import RetrySettings
-from slime_tau_plugin.engine.policy.client import FinishReason, GenerateResult, post_json_on_replicas
-from slime_tau_plugin.engine.policy.openai import FINISH_REASONS, openai_sampling
+from slime_tau_plugin.engine.policy.client import FinishReason, GenerateResult, not_found_hint, post_json_on_replicas
+from slime_tau_plugin.engine.policy.openai import openai_sampling, single_choice
 
 if TYPE_CHECKING:
     from slime_tau_plugin.engine.config.tau_config import TauConfig
@@ -144,8 +145,10 @@ class NeMoRLPolicy:
         payload = {**fields, **chat_sampling(sampling_params), "logprobs": True, "top_logprobs": 0}
         for url in self.urls:
             if tuple(tail) not in self._proven[url]:
-                await self._proof(url, fields, held, tail, headers, rid)
-        try:
+                prove = functools.partial(self._prove, url, fields, held, tail, headers, rid)
+                await self._once((url, tuple(tail)), prove)
+        checks = "tau_policy_url and tau_policy_model" if self.model else "tau_policy_url"
+        with not_found_hint(f"NeMo RL's vLLM server serves POST /v1/chat/completions (check {checks})"):
             answer = await post_json_on_replicas(
                 self._http,
                 "/v1/chat/completions",
@@ -156,15 +159,6 @@ class NeMoRLPolicy:
                 replicas,
                 self._remember(episode),
             )
-        except PolicyHTTPError as exc:
-            if exc.status != 404:
-                raise
-            raise PolicyHTTPError(
-                f"{exc}; NeMo RL's vLLM server serves POST /v1/chat/completions (check tau_policy_url"
-                f"{' and tau_policy_model' if self.model else ''})",
-                status=exc.status,
-                body=exc.body,
-            ) from exc
         return parse_chat_response(answer, held, rid)
 
     def _guard(self, url: str | None) -> EndpointGuard | None:
@@ -180,23 +174,15 @@ class NeMoRLPolicy:
 
         return sent_to
 
-    async def _proof(
-        self,
-        url: str,
-        fields: dict[str, Any],
-        held: list[int],
-        tail: Sequence[int],
-        headers: dict[str, str] | None,
-        rid: str | None,
-    ) -> None:
-        """:meth:`_prove`, once for all the episodes of this loop that wait on the same server and tail (the
-        proof depends only on the tail: the server keeps the prefix as sent)."""
-        key = (id(asyncio.get_running_loop()), url, tuple(tail))
-        running = self._proving.get(key)
+    async def _once(self, key: tuple[str, tuple[int, ...]], prove: Callable[[], Awaitable[None]]) -> None:
+        """``prove()`` (:meth:`_prove`), once for all the episodes of this loop that wait on the same server and
+        tail, ``key`` (the proof depends only on the tail: the server keeps the prefix as sent)."""
+        loop_key = (id(asyncio.get_running_loop()), *key)
+        running = self._proving.get(loop_key)
         if running is None:
-            running = asyncio.ensure_future(self._prove(url, fields, held, tail, headers, rid))
-            self._proving[key] = running
-            running.add_done_callback(lambda _f: self._proving.pop(key, None))
+            running = asyncio.ensure_future(prove())
+            self._proving[loop_key] = running
+            running.add_done_callback(lambda _f: self._proving.pop(loop_key, None))
         await asyncio.shield(running)
 
     async def _prove(
@@ -266,13 +252,7 @@ def parse_chat_response(body: Any, held: Sequence[int], rid: str | None = None) 
         PolicyProtocolError: no single choice, an unknown finish reason, no token information (the server is not
             NeMo RL's), ids and log-probs that disagree, or a prompt other than ``held``.
     """
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
-        raise PolicyProtocolError(f"/v1/chat/completions has no single choice (rid={rid}): {str(body)[:200]!r}")
-    choice = choices[0]
-    finish = FINISH_REASONS.get(choice.get("finish_reason"))
-    if finish is None:
-        raise PolicyProtocolError(f"unknown finish_reason {choice.get('finish_reason')!r} (rid={rid})")
+    choice, finish = single_choice(body, "/v1/chat/completions", rid)
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
     prompt, ids, lps = (message.get(k) for k in ("prompt_token_ids", "generation_token_ids", "generation_log_probs"))
     if not (isinstance(prompt, list) and isinstance(ids, list) and isinstance(lps, list)):

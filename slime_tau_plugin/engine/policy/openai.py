@@ -35,13 +35,12 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from slime_tau_plugin.engine.errors import PolicyHTTPError, PolicyProtocolError
+from slime_tau_plugin.engine.errors import PolicyProtocolError
 from slime_tau_plugin.engine.policy.client import (
     FinishReason,
     GenerateResult,
     HTTPPolicyClient,
     http_settings,
-    post_json_with_retries,
 )
 from slime_tau_plugin.engine.shared import shared_state
 
@@ -99,36 +98,19 @@ class OpenAICompletionsPolicy(HTTPPolicyClient):
         """The client ``config`` describes (URL, model name, timeout, retries, in-flight bound, outage tolerance)."""
         return cls(config.policy_url or "", model=config.policy_model, **http_settings(config))
 
-    async def generate(
-        self,
-        input_ids: Sequence[int],
-        sampling_params: dict[str, Any],
-        *,
-        rid: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> GenerateResult:
-        """POST ``/v1/completions`` with ``input_ids`` as the prompt and return the typed result.
+    path = "/v1/completions"
 
-        Raises:
-            ContextLengthError: HTTP 400 about the context length (not retried).
-            PolicyHTTPError: any other non-2xx after retries (5xx) or at once (4xx; a 404 names the model).
-            PolicyConnectionError: transport failures or timeouts after retries.
-            PolicyProtocolError: a 2xx body without one choice, its ids or its log-probs.
-        """
-        payload = completions_request(input_ids, sampling_params, self.model, return_token_ids=not self.tokens_are_ids)
-        try:
-            body = await post_json_with_retries(
-                self._http, "/v1/completions", payload, headers, self.retry, rid, self.guard
-            )
-        except PolicyHTTPError as exc:
-            if exc.status != 404:
-                raise
-            hint = f"tau_policy_model={self.model!r}" if self.model else "tau_policy_url"
-            raise PolicyHTTPError(
-                f"{exc}; check {hint}: the server must serve /v1/completions and list the model at GET /v1/models",
-                status=exc.status,
-                body=exc.body,
-            ) from exc
+    def request(self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str | None) -> dict[str, Any]:
+        """``input_ids`` as the prompt (:func:`completions_request`); ``return_token_ids`` until the server is seen
+        writing ``token_id:N``."""
+        return completions_request(input_ids, sampling_params, self.model, return_token_ids=not self.tokens_are_ids)
+
+    def not_found(self) -> str:
+        hint = f"tau_policy_model={self.model!r}" if self.model else "tau_policy_url"
+        return f"check {hint}: the server must serve /v1/completions and list the model at GET /v1/models"
+
+    def result(self, body: Any, rid: str | None) -> GenerateResult:
+        """:func:`parse_completions_response`; the first answer with ids tells whether its tokens are ids."""
         result = parse_completions_response(body, rid)
         if not self.tokens_are_ids and result.output_ids:
             tokens = (body["choices"][0].get("logprobs") or {}).get("tokens") or []
@@ -182,13 +164,7 @@ def parse_completions_response(body: Any, rid: str | None = None) -> GenerateRes
         PolicyProtocolError: no single choice, an unknown finish reason, no ids (neither ``token_ids`` nor
             ``token_id:N`` tokens), a missing log-prob, or ids and log-probs that disagree.
     """
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
-        raise PolicyProtocolError(f"/v1/completions body has no single choice (rid={rid}): {str(body)[:200]!r}")
-    choice = choices[0]
-    finish = FINISH_REASONS.get(choice.get("finish_reason"))
-    if finish is None:
-        raise PolicyProtocolError(f"unknown finish_reason {choice.get('finish_reason')!r} (rid={rid})")
+    choice, finish = single_choice(body, "/v1/completions body", rid)
     logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
     tokens, token_logprobs = list(logprobs.get("tokens") or []), list(logprobs.get("token_logprobs") or [])
     if not all(isinstance(x, (int, float)) for x in token_logprobs):
@@ -216,6 +192,23 @@ def parse_completions_response(body: Any, rid: str | None = None) -> GenerateRes
             f"{len(output_ids)} output ids but {len(log_probs)} log-probs; send logprobs=0 (rid={rid})"
         )
     return GenerateResult(output_ids, log_probs, finish, _meta_info(body, choice, finish))
+
+
+def single_choice(body: Any, what: str, rid: str | None) -> tuple[dict[str, Any], FinishReason]:
+    """The one choice of an OpenAI-shaped answer (``what`` names it in errors) and why it finished; completions
+    and NeMo RL's chat completions read their choice through it.
+
+    Raises:
+        PolicyProtocolError: no single choice, or a finish reason not in :data:`FINISH_REASONS`.
+    """
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        raise PolicyProtocolError(f"{what} has no single choice (rid={rid}): {str(body)[:200]!r}")
+    choice = choices[0]
+    finish = FINISH_REASONS.get(choice.get("finish_reason"))
+    if finish is None:
+        raise PolicyProtocolError(f"unknown finish_reason {choice.get('finish_reason')!r} (rid={rid})")
+    return choice, finish
 
 
 def _token_ids(tokens: list[Any]) -> tuple[int, ...] | None:

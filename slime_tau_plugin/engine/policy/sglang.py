@@ -10,7 +10,7 @@ Wire format (request, then response)::
     400 {"error": {"message": "..."}}      # e.g. prompt + max_new_tokens exceed the context
 
 The only reader of ``meta_info`` as SGLang writes it. Retries and status classification are
-``policy.post_json_with_retries``.
+``HTTPPolicyClient.generate`` (``policy.post_json_with_retries``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slime_tau_plugin.engine.errors import PolicyProtocolError
-from slime_tau_plugin.engine.policy.client import FinishReason, GenerateResult, HTTPPolicyClient, post_json_with_retries
+from slime_tau_plugin.engine.policy.client import FinishReason, GenerateResult, HTTPPolicyClient
 
 logger = logging.getLogger(__name__)
 
@@ -28,22 +28,10 @@ logger = logging.getLogger(__name__)
 class SGLangPolicy(HTTPPolicyClient):
     """A connection-reusing client for one SGLang server or router (see ``net/loop_http.py``)."""
 
-    async def generate(
-        self,
-        input_ids: Sequence[int],
-        sampling_params: dict[str, Any],
-        *,
-        rid: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> GenerateResult:
-        """POST ``/generate`` and return the typed result.
+    path = "/generate"
 
-        Raises:
-            ContextLengthError: HTTP 400 about the context length (not retried).
-            PolicyHTTPError: any other non-2xx after retries (5xx) or at once (4xx).
-            PolicyConnectionError: transport failures or timeouts after retries.
-            PolicyProtocolError: a 2xx body that is not SGLang's shape.
-        """
+    def request(self, input_ids: Sequence[int], sampling_params: dict[str, Any], rid: str | None) -> dict[str, Any]:
+        """``/generate``'s body: the ids, SGLang's sampling parameters as given, log-probs asked for, ``rid``."""
         payload: dict[str, Any] = {
             "input_ids": input_ids if isinstance(input_ids, list) else list(input_ids),  # the runner's is a copy
             "sampling_params": sampling_params,
@@ -51,7 +39,9 @@ class SGLangPolicy(HTTPPolicyClient):
         }
         if rid is not None:
             payload["rid"] = rid
-        body = await post_json_with_retries(self._http, "/generate", payload, headers, self.retry, rid, self.guard)
+        return payload
+
+    def result(self, body: Any, rid: str | None) -> GenerateResult:
         return parse_generate_response(body, rid)
 
 
