@@ -1,0 +1,144 @@
+"""The speech-act classifier's vocabulary (``speech_acts.py``): which words make a subject, a service verb, a
+record, a place only the service works in, a cue that an act is done *for the other side*, the service's voice.
+
+Kept apart from the classifier so the rules read in one place and the word lists in another. A word here is a
+feature's evidence, never a phrase to match whole: a new wording is caught when its parts are. Imports nothing from
+the package.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class Cues:
+    """Patterns each behind a literal it needs: a substring test skips the regex on most text (a few µs each)."""
+
+    def __init__(self, *pairs: tuple[str, str]) -> None:
+        self.pairs = tuple((needle, re.compile(rx)) for needle, rx in pairs)
+
+    def search(self, text: str) -> bool:
+        return any(needle in text and rx.search(text) for needle, rx in self.pairs)
+
+
+SENTENCES = re.compile(r"[^.!?\n]+[.!?]*")
+TOKENS = re.compile(r"[a-z]+(?:'[a-z]+)?|[?]")
+FIRST = {"i", "we", "i'm", "i've", "i'll", "i'd", "we're", "we've", "we'll", "we'd", "me", "let's", "us"}
+FIRST |= {"im", "ive", "weve", "ill"}  # lowercase, no apostrophe
+SECOND = {"you", "you're", "you've", "you'll", "you'd"}
+OTHER_SUBJECTS = {"he", "she", "they", "it", "someone", "somebody", "agent", "representative"} | SECOND
+VERBS = (
+    "look check pull find locate search review process cancel refund modify update change book rebook exchange "
+    "return issue apply submit place initiate arrange escalate resolve fix handle transfer reset verify confirm "
+    "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
+    "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
+    "ensure complete finalize contact email"
+).split()
+OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
+OFFER |= set("here may let's going gonna ill".split())  # "I'm here to help", "how may I", "let's get ..."
+DONE = {"i've", "we've", "ive", "weve", "have", "has", "just", "already", "successfully", "been", "able"}
+SERVICE_ONLY = set(
+    "pull locate process issue apply waive credit refund reissue note flag escalate authenticate".split()
+)
+"""Verbs only the service performs on a record: "I've noted the change on the account" needs no other cue."""
+CUSTOMER_VERBS = {"place", "book", "return", "exchange", "create", "open", "order", "see", "do"}
+"""What a customer does to its own records ("I placed the order"): a bare record never makes them the service's."""
+FOR_YOU_ONLY = {"see", "do"}
+"""Verbs that are the service's only "for you": "let me see what I can do for you", not "I see your point"."""
+RECORDS = {
+    "order", "orders", "reservation", "reservations", "booking", "bookings", "refund", "return", "exchange",
+    "account", "flight", "flights", "trip", "ticket", "tickets", "plan", "line", "bill", "payment", "request",
+    "change", "changes", "status", "details", "information", "info", "options", "case", "claim", "subscription",
+    "cancellation", "modification", "item", "items", "package", "shipment",
+}  # fmt: skip
+"""The service's records: acted on with "the/that/this" and a service cue, they are the other side's."""
+OWN_IDS = {"number", "id", "ids", "code", "email", "receipt"}
+"""After a record noun, the customer's own identifier of it: "I can look for the order number"."""
+DEVICE = {
+    "phone", "device", "settings", "setting", "airplane", "mode", "data", "roaming", "apn", "wifi", "wi", "sim",
+    "signal", "bars", "router", "modem", "internet", "connection", "app", "apps", "vpn", "network", "battery",
+    "screen", "mms", "sms", "permission", "permissions",
+}  # fmt: skip
+"""A telecom customer acts on its own device: the weak cues ("on my end", a bare record) never count there."""
+DETERMINERS = {"the", "that", "this", "these", "those", "it", "them"}
+PREPOSITIONS = {"for", "in", "with", "from", "at", "about", "into", "by", "when", "if", "but", "and"}
+ARTICLES = {"a", "an", "the", "my", "your", "this", "our", "any", "no"}
+"""Before a verb-looking word, a noun's: "a refund", "the issue", "my return" are things, not acts."""
+SERVICE_PLACE = re.compile(r"\bour (?:system|records?|database|backend|back end)\b")
+"""Where only the service acts: a customer has no system, records or back end."""
+MY_END = re.compile(
+    r"\b(?:on|from) (?:my|our) (?:end|side)\b|\bthe (?:system|records|database|backend|back end)\b|\bon file\b"
+    r"|\b(?:on|from|to) (?:the|this|that) (?:order|account|reservation|booking|profile)\b"
+)
+"""The service's place unless the customer's own things are in the clause ("my order isn't in the system", "I
+restarted the phone on my end")."""
+TO_THEM = Cues(
+    ("you", r"\byou(?:'ll| will| should) (?:get|receive|see|be getting|be receiving)\b"),
+    ("should ", r"\bshould (?:show up|reflect|appear)\b"),
+    ("as ", r"\bas (?:requested|you requested|discussed)\b"),
+    ("if you", r"\bif you(?:'d| would)? (?:like|want|wish|prefer)\b"),
+    ("for you", r"\bfor you\b"),
+    *((w, rf"\b{w}\b") for w in ("all set", "just now", "right away", "shortly", "successfully", "allow me")),
+    ("done", r"^done\b"),
+    ("ahead", r"\b(?:gone|went) ahead\b"),
+    *((w, rf"\b(?:one|a|just a|give me a) {w}\b") for w in ("moment", "sec", "second", "minute")),
+)
+"""The act is done for the other side: what they will receive, what they asked for, an offer at their wish."""
+COMPANY_NOUNS = set(
+    "website site store shop policy policies system company team service services app end side help support records "
+    "department manager supervisor colleague name time patience assistance airline offer terms agents staff hotline "
+    "website's agent".split()
+)
+IDENTITY = set(
+    "email e-mail name zip zipcode postal id identity phone number birth dob birthday address account pin password "
+    "passcode membership passport username user".split()
+)
+ASK = re.compile(r"\b(?:(?:could|can|would|will) you|please|may i|can i|what is|what's|(?:i|we)(?:'ll| will)? need)\b")
+GATE = re.compile(
+    r"\b(?:first|before (?:we|i) (?:continue|proceed|go|begin|start|can|make)|to (?:locate|find|access|pull up|"
+    r"proceed|get started|verify|look up))\b"
+)
+"""A request the service gates its work on: "could you first confirm ...", "before we continue"."""
+PROOF = {"digits", "card", "four", "ssn", "security"}
+PROOF_WORDS = PROOF | IDENTITY | {"verification", "authenticate", "e", "mail"}
+SECURITY = re.compile(r"\b(?:for (?:security|verification)|verify (?:the|your) identity|authenticate you)\b")
+HELP_VERBS = {"help", "assist", "serve"}
+SEND_VERBS = {"send", "email"}
+ARTIFACTS = set("label confirmation link voucher itinerary update certificate ticket tickets code details".split())
+"""What the service sends the other side ("I'll email you the shipping label"); a customer sends its own."""
+YOU_VERBS = HELP_VERBS | {"transfer", "refund", "credit", "upgrade", "downgrade", "rebook", "book", "reschedule"}
+"""Verbs whose bare ``you`` object is the other side ("I'll transfer you"); "I can confirm you have it" is not."""
+LABEL = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
+VOICE = Cues(
+    ("thank", r"\bthank(?:s| you) for (?:contacting|calling|reaching out|getting in touch|choosing|shopping with"
+     r"|flying with|being a (?:valued|loyal)|your (?:business|loyalty))\b"),
+    ("welcome to", r"\bwelcome to\b"),
+    ("reached", r"\byou(?:'ve| have) reached\b"),
+    ("valued customer", r"\bvalued customer\b"),
+    ("<tool_call>", "<tool_call>"),
+    ('"arguments"', r"\"arguments\"\s*:\s*\{"),
+    ("anything", r"\bis there anything else(?! you need| from me| i (?:should|need|can give))\b[^.!]*\?"
+     r"|\banything (?:else|more) (?:that )?(?:i|we) (?:can|could|may) (?:do|help|assist)\b"),
+    *((w, rf"\b{w} (?:that )?(?:i|we) (?:could|was able to|were able to) (?:help|assist)\b"
+       rf"|\b{w} to have (?:helped|assisted|been of)\b") for w in ("glad", "happy", "pleased")),
+    *((w, rf"\b{w} (?:else )?(?:can|may|could) (?:i|we) (?:help|assist|do for you)\b") for w in ("how", "what")),
+    ("pleasure", r"\b(?:it was|it's been) (?:my|our) pleasure\b"),
+)  # fmt: skip
+"""The service's voice: thanking the other side for coming, closing with what else *it* can do for them."""
+
+
+def forms(verb: str) -> list[str]:
+    """Every inflection of ``verb`` the classifier reads: check/checks/checked/checking, cancel(l)ed, placing,
+    modified."""
+    stem = verb[:-1] if verb.endswith("e") else verb
+    doubled = verb + verb[-1] if verb[-1] in "lprt" and verb[-2] in "aeiou" else verb
+    forms = [verb, verb + "s", verb + "es", verb + "d", verb + "ed", stem + "ing", doubled + "ed", doubled + "ing"]
+    return forms + [verb[:-1] + "ied", verb[:-1] + "ies"] if verb.endswith("y") else forms
+
+
+IRREGULAR = {"found": "find", "taken": "handle", "sent": "send", "did": "do", "done": "do", "does": "do"}
+FORMS = {form: verb for verb in VERBS for form in forms(verb)} | IRREGULAR
+
+
+PHRASES = {"make sure": "ensure", "take care of": "handle", "reach out": "contact", "reaching out": "contacting"}
+PHRASE = re.compile("|".join(PHRASES))
