@@ -77,8 +77,9 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
     ours = ours and not w.DEVICE.intersection(tokens)
     for k, token in enumerate(tokens):
         verb = _verb(token)
-        if verb is None or (k > 0 and tokens[k - 1] in w.ARTICLES):
-            continue
+        wish = verb == "look" and tokens[k + 1 : k + 2] in (["to"], ["forward"])  # "I'm looking to cancel"
+        if verb is None or wish or (k > 0 and tokens[k - 1] in w.ARTICLES):
+            continue  # not an act, or a thing ("a refund", "the issue")
         before, after = tokens[max(0, k - 6) : k], tokens[k + 1 : k + 11]
         at = next(
             (j for j in range(k - 1, max(-1, k - 7), -1) if tokens[j] in w.FIRST or tokens[j] in w.OTHER_SUBJECTS), None
@@ -90,11 +91,14 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         actor = subject in w.FIRST or (subject is None and any(t in {"happy", "glad"} for t in before))
         clause = tokens[at if at is not None else max(0, k - 5) : k + 11]  # the actor's clause
         place, for_them = _cues(clause) if cued else (False, False)
-        service_only = verb in w.SERVICE_ONLY or (verb in {"look", "pull"} and after[:1] in (["up"], ["into"]))
+        looks = verb in {"look", "pull"} and after[:1] in (["up"], ["into"])
         obj = after[1:] if after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"]) else after  # past a particle
-        record = _record(obj, service_only) and verb not in w.CUSTOMER_VERBS
+        record = _record(obj, verb in w.SERVICE_ONLY) and verb not in w.CUSTOMER_VERBS
+        service_only = verb in w.SERVICE_ONLY or looks  # a pronoun is a record only to the first ("I'll look into it")
         sends = verb in w.SEND_VERBS and after[:1] == ["you"] and bool(w.ARTIFACTS.intersection(after[1:5]))
-        helps = sends or verb in w.HELP_VERBS and after[:2] in (["with", "that"], ["with", "this"], ["with", "it"])
+        helps = verb in w.HELP_VERBS and after[:2] in (["with", "that"], ["with", "this"], ["with", "it"])
+        helps = sends or (helps and before[-1:] in (["can"], ["to"], ["me"], ["will"], ["i'll"], ["we'll"], ["could"]))
+        helps = helps or bool(w.EVALUATIONS.intersection(after[:3]))
         theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
         if verb in w.FOR_YOU_ONLY:
             theirs = "for you" in " ".join(after)
@@ -105,21 +109,39 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         done = token.endswith("ed") or token in w.IRREGULAR
         if done and ours:
             acts.add("report")  # "it's been updated in our system"
-        if actor and theirs and (done or any(t in w.DONE for t in before)):
+        wanted = before[-1:] in (["be"], ["get"]) or (before[-1:] == ["to"] and before[-2:-1] != ["able"])
+        # a wish, not a deed: "I want it to be processed", "I'd like to get refunded"; "I was able to" did it
+        if actor and theirs and not wanted and (done or any(t in w.DONE for t in before)):
             if not any(t in {"can", "could", "will", "'ll", "i'll", "let"} for t in before):
                 acts.add("report")
         under_way = token.endswith("ing") and bool({"i'm", "am", "we're", "im"}.intersection(before[-2:]))
+        if token.endswith("ing") and at is None and set(before) <= w.OPENERS:  # "checking the order now", "one sec,
+            actor = under_way = True  # pulling that up": a sentence that starts at its verb has the speaker act
         if actor and theirs and (under_way or "while" in before):
             acts.add("report")  # an action under way: "I'm pulling up your order", "while I transfer you"
         if actor and before[-3:-1] in (["get", "your"], ["have", "your"]) and token.endswith(("ed", "en")):
             acts.add("offer")  # "let's get your order sorted", "I'll have your refund processed"
         participle = done or token.endswith("en") or verb == "complete"
-        if participle and before[-1:] in (["been"], ["now"], ["is"], ["are"]):
-            if ("your" in before + after[:4] and _yours(tokens)) or (for_them and _record(before[-5:], False)):
+        if participle and {"been", "now", "is", "are"}.intersection(before[-2:]):
+            settled = verb in w.SETTLED and "now" in before[-2:] and "?" not in tokens  # "the exchange is now complete"
+            if (_passive_yours(tokens, k) and _yours(tokens)) or (
+                (for_them or settled) and _record(before[-5:], False)
+            ):
                 acts.add("report")  # "your order has been cancelled", "done, the order has been modified"
         if token.endswith("ed") and before[-3:] in (["you", "are", "being"], ["you", "have", "been"]):
             acts.add("report")  # "you are being transferred"
     return acts | _verify(tokens)
+
+
+def _passive_yours(tokens: list[str], k: int) -> bool:
+    """The passive at ``k`` is about the other side's thing: ``your X`` is its subject ("your flight from JFK has
+    been booked", no clause between) or its destination ("sent to your email")."""
+    if "your" in tokens[k + 1 : k + 5]:
+        return True
+    span = tokens[max(0, k - 10) : k]
+    if "your" not in span:
+        return False
+    return not w.SUBORDINATORS.intersection(span[len(span) - span[::-1].index("your") :])
 
 
 def _verify(tokens: list[str]) -> set[str]:
@@ -137,7 +159,7 @@ def _verify(tokens: list[str]) -> set[str]:
         return {"verify"}  # "for security, could you confirm the email on the account?"
     own = {"my", "mine", "me"}.intersection(tokens)
     proof = w.PROOF.intersection(tokens) or w.IDENTITY.intersection(tokens)
-    if ask and not own and proof and w.GATE.search(text):
+    if not own and proof and w.GATE.search(text) and w.GIVE.search(text):
         return {"verify"}
     return set()
 
@@ -165,7 +187,7 @@ def _record(words: list[str], pronoun: bool) -> bool:
     """The verb's object is a service record named by a determiner ("that order", "the status of the booking"; "it"
     when ``pronoun``), not its identifier ("the order number") and not a later phrase's ("... for the order")."""
     for k, token in enumerate(words[:6]):
-        if token in {"my", "mine"} or (k > 0 and token in w.PREPOSITIONS):
+        if token in {"my", "mine"} or (k > 0 and token in w.PREPOSITIONS) or (k == 0 and token == "to"):
             return False  # the speaker's own, or past the object
         if token in {"it", "them", "this", "that"} and k == 0 and (words[1:2] == [] or words[1] not in w.RECORDS):
             return pronoun  # "I'll escalate this", "I processed it": a pronoun is a record only to a service-only verb

@@ -32,7 +32,7 @@ VERBS = (
     "return issue apply submit place initiate arrange escalate resolve fix handle transfer reset verify confirm "
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
     "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
-    "ensure complete finalize contact email"
+    "ensure complete finalize contact email retrieve adjust offer proceed"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 OFFER |= set("here may let's going gonna ill".split())  # "I'm here to help", "how may I", "let's get ..."
@@ -49,7 +49,7 @@ RECORDS = {
     "order", "orders", "reservation", "reservations", "booking", "bookings", "refund", "return", "exchange",
     "account", "flight", "flights", "trip", "ticket", "tickets", "plan", "line", "bill", "payment", "request",
     "change", "changes", "status", "details", "information", "info", "options", "case", "claim", "subscription",
-    "cancellation", "modification", "item", "items", "package", "shipment",
+    "cancellation", "modification", "item", "items", "package", "shipment", "fee", "fees", "charge", "penalty",
 }  # fmt: skip
 """The service's records: acted on with "the/that/this" and a service cue, they are the other side's."""
 OWN_IDS = {"number", "id", "ids", "code", "email", "receipt"}
@@ -75,6 +75,7 @@ restarted the phone on my end")."""
 TO_THEM = Cues(
     ("you", r"\byou(?:'ll| will| should) (?:get|receive|see|be getting|be receiving)\b"),
     ("should ", r"\bshould (?:show up|reflect|appear)\b"),
+    ("will ", r"\bwill (?:go back to|be (?:credited|refunded|issued|returned|sent|emailed|mailed|processed))\b"),
     ("as ", r"\bas (?:requested|you requested|discussed)\b"),
     ("if you", r"\bif you(?:'d| would)? (?:like|want|wish|prefer)\b"),
     ("for you", r"\bfor you\b"),
@@ -93,7 +94,15 @@ IDENTITY = set(
     "email e-mail name zip zipcode postal id identity phone number birth dob birthday address account pin password "
     "passcode membership passport username user".split()
 )
-ASK = re.compile(r"\b(?:(?:could|can|would|will) you|please|may i|can i|what is|what's|(?:i|we)(?:'ll| will)? need)\b")
+ASK = re.compile(
+    r"\b(?:(?:could|can|would|will) you|please|may i|can i|what is|what's|(?<!do )(?:i|we)(?:'ll| will| just)? need)\b"
+)
+GIVE = re.compile(
+    r"\b(?:(?:could|can|would|will) you|please)(?: please| first| kindly)*"
+    r" (?:confirm|verify|provide|give|share|tell|spell)"
+    r"|\b(?<!do )(?:i|we)(?:'ll| will)? need (?:the|your|a)\b|\bmay i (?:have|get)\b"
+)
+"""A request that the other side hand something over (not "do I need to provide ...", which asks)."""
 GATE = re.compile(
     r"\b(?:first|before (?:we|i) (?:continue|proceed|go|begin|start|can|make)|to (?:locate|find|access|pull up|"
     r"proceed|get started|verify|look up))\b"
@@ -106,23 +115,44 @@ HELP_VERBS = {"help", "assist", "serve"}
 SEND_VERBS = {"send", "email"}
 ARTIFACTS = set("label confirmation link voucher itinerary update certificate ticket tickets code details".split())
 """What the service sends the other side ("I'll email you the shipping label"); a customer sends its own."""
-YOU_VERBS = HELP_VERBS | {"transfer", "refund", "credit", "upgrade", "downgrade", "rebook", "book", "reschedule"}
+YOU_VERBS = HELP_VERBS | {
+    "transfer",
+    "refund",
+    "credit",
+    "upgrade",
+    "downgrade",
+    "rebook",
+    "book",
+    "reschedule",
+    "offer",
+}
 """Verbs whose bare ``you`` object is the other side ("I'll transfer you"); "I can confirm you have it" is not."""
 LABEL = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
 VOICE = Cues(
     ("thank", r"\bthank(?:s| you) for (?:contacting|calling|reaching out|getting in touch|choosing|shopping with"
+     r"|your (?:call|purchase|inquiry)"
      r"|flying with|being a (?:valued|loyal)|your (?:business|loyalty))\b"),
     ("welcome to", r"\bwelcome to\b"),
     ("reached", r"\byou(?:'ve| have) reached\b"),
     ("valued customer", r"\bvalued customer\b"),
     ("<tool_call>", "<tool_call>"),
     ('"arguments"', r"\"arguments\"\s*:\s*\{"),
-    ("anything", r"\bis there anything else(?! you need| from me| i (?:should|need|can give))\b[^.!]*\?"
-     r"|\banything (?:else|more) (?:that )?(?:i|we) (?:can|could|may) (?:do|help|assist)\b"),
+    ("anything else", r"\bis there anything else\s*\?"),
+    ("anything", r"\b(?:anything|something) (?:else|more|further) (?:that )?(?:i|we) (?:can|could|may) (?:help|assist)"
+     r"|\b(?:anything|something) (?:else|more|further) (?:that )?(?:i|we) (?:can|could|may) do for you\b"
+     r"|\banything else you'd like (?:help|assistance) with\b"),
     *((w, rf"\b{w} (?:that )?(?:i|we) (?:could|was able to|were able to) (?:help|assist)\b"
        rf"|\b{w} to have (?:helped|assisted|been of)\b") for w in ("glad", "happy", "pleased")),
     *((w, rf"\b{w} (?:else )?(?:can|may|could) (?:i|we) (?:help|assist|do for you)\b") for w in ("how", "what")),
     ("pleasure", r"\b(?:it was|it's been) (?:my|our) pleasure\b"),
+    ("brings you", r"\bwhat brings you\b"),
+    ("hesitate", r"\bdon't hesitate to (?:reach out|contact us|call us|get in touch)\b"),
+    ("if you need", r"\bif you need (?:any )?(?:more |further |additional |other )?(?:help|assistance)\b"),
+    ("here to", r"\b(?:i'm|i am|we're|we are|i'll be|we'll be) (?:always |happy |glad )?(?:here )?to (?:help|assist)"),
+    ("feel free", r"\bfeel free to (?:reach out|contact us|call us|get in touch)\b"),
+    ("you need", r"\byou need (?:any )?(?:further |more |additional )?(?:help|assistance) with\b"),
+    ("looking forward", r"\blooking forward to (?:assisting|helping|serving) you\b"),
+    ("please hold", r"\bplease hold(?: on)? (?:for a moment|while|a moment|one moment)\b"),
 )  # fmt: skip
 """The service's voice: thanking the other side for coming, closing with what else *it* can do for them."""
 
@@ -140,5 +170,16 @@ IRREGULAR = {"found": "find", "taken": "handle", "sent": "send", "did": "do", "d
 FORMS = {form: verb for verb in VERBS for form in forms(verb)} | IRREGULAR
 
 
-PHRASES = {"make sure": "ensure", "take care of": "handle", "reach out": "contact", "reaching out": "contacting"}
+PHRASES = {"make sure": "ensure", "take care of": "handle", "reach out": "contact", "reaching out": "contacting",
+           "take a look at": "check", "dig into": "look into", "digging into": "looking into"}  # fmt: skip
 PHRASE = re.compile("|".join(PHRASES))
+OPENERS = set(
+    "ok okay sure alright right great perfect thanks so and now just one a sec second moment currently".split()
+)
+"""What may come before a sentence that starts at its verb ("okay, pulling that up for you")."""
+EVALUATIONS = {"eligibility", "availability", "fare", "fares"}
+"""What only the service assesses: "let me verify the eligibility of those items" is the service at work."""
+SETTLED = {"complete", "confirm", "process", "update", "modify", "finalize", "submit", "issue"}
+"""A record "now <settled>" in a statement is the service closing its work ("the exchange is now complete")."""
+SUBORDINATORS = {"after", "when", "if", "once", "until", "before", "because", "since", "while", "that", "which"}
+"""A new clause: "your balance after all these changes are complete" is not about "your"."""

@@ -47,7 +47,7 @@ AGENT = [
     ("I went ahead and applied the credit to the account.", "report"),
     ("Just a sec, I'm pulling up the account now.", "report"),
     ("I was able to locate the reservation in our system.", "report"),
-    ("I appreciate your patience while I look into this.", "report"),
+    ("Bear with me while I pull up the reservation.", "report"),
     ("I'm currently reviewing the reservation and will update you shortly.", "report"),
     ("Alright, the confirmation has been sent to your email.", "report"),
     ("Okay. I've removed the item from the order and updated the total.", "report"),
@@ -131,6 +131,18 @@ CUSTOMER = [
     "I can provide my user id if you need it.",
     "Of course, I'd be glad to verify my identity.",
     "Yes, please go ahead and cancel the order, the reason is that I no longer need it.",
+    # real LLM customers (τ-bench's gpt-4o airline trajectories, user turns)
+    "Alright, I'll look into that. Thanks for your help!",
+    "Do I need to provide any details like reservation ID or anything to proceed?",
+    "I don't have the reservation ID with me right now. Anything else I can do?",
+    "Is there anything else you can do from your end to help?",
+    "I really don't want to cancel my flight, just the insurance. Is there anything else that can be done?",
+    "I'm still trying to locate the reservation ID, but could you check if it's possible to make changes?",
+    "I would really appreciate help with this refund. Could you check if an exception can be made?",
+    "I don't have them handy right now, but I'm looking to cancel flights with only one passenger on the reservation.",
+    "Yes, please go ahead and make those changes. I want the refund to be processed to the original payment method.",
+    "I'm facing some financial issues, and I'd like to get refunded to the original payment method for each one.",
+    "Let's look into any available one-stop options from Atlanta to Las Vegas, please.",
 ]
 
 
