@@ -119,18 +119,48 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
             actor = under_way = True  # pulling that up": a sentence that starts at its verb has the speaker act
         if actor and theirs and (under_way or "while" in before):
             acts.add("report")  # an action under way: "I'm pulling up your order", "while I transfer you"
-        if actor and before[-3:-1] in (["get", "your"], ["have", "your"]) and token.endswith(("ed", "en")):
-            acts.add("offer")  # "let's get your order sorted", "I'll have your refund processed"
+        if actor and token.endswith(("ed", "en")) and _causes(before, for_them or service_only):
+            acts.add("offer")  # "let's get your order sorted", "I'll get that exchange processed right away"
         participle = done or token.endswith("en") or verb == "complete"
         if participle and {"been", "now", "is", "are"}.intersection(before[-2:]):
-            settled = verb in w.SETTLED and "now" in before[-2:] and "?" not in tokens  # "the exchange is now complete"
+            settled = (
+                verb in w.SETTLED and ("now" in before[-2:] or before[-2:] == ["has", "been"]) and _impersonal(tokens)
+            )
             if (_passive_yours(tokens, k) and _yours(tokens)) or (
                 (for_them or settled) and _record(before[-5:], False)
             ):
                 acts.add("report")  # "your order has been cancelled", "done, the order has been modified"
         if token.endswith("ed") and before[-3:] in (["you", "are", "being"], ["you", "have", "been"]):
             acts.add("report")  # "you are being transferred"
+    if _promised(tokens):
+        acts.add("report")  # "the cancellation went through, you should see the refund in a few days"
     return acts | _verify(tokens)
+
+
+def _impersonal(tokens: list[str]) -> bool:
+    """A plain statement with no speaker of its own in it ("a full refund has been issued", "the exchange is now
+    complete"): not a question, a quote or the speaker's own experience ("the refund has been issued but I ...")."""
+    return not {"?", "i", "my", "me", "i'm", "i've", "said", "told", "says", "if", "whether"}.intersection(tokens)
+
+
+def _causes(before: list[str], cued: bool) -> bool:
+    """ "get/have <the other side's thing> <done>": ``your X``, or a named record with a cue."""
+    at = next((j for j in range(len(before) - 2, max(-1, len(before) - 5), -1) if before[j] in {"get", "have"}), None)
+    if at is None:
+        return False
+    thing = before[at + 1 :]
+    return (thing[:1] == ["your"] and "my" not in thing) or (cued and _record(thing + ["."], False))
+
+
+def _promised(tokens: list[str]) -> bool:
+    """The speaker tells the other side what it will receive from the service: "you should see the refund"."""
+    for k in range(len(tokens) - 2):
+        if tokens[k] in {"you'll", "you"} and tokens[k + 1] in {"should", "will", "'ll", "get", "receive", "see"}:
+            rest = tokens[k + 1 : k + 6]
+            if {"get", "receive", "see"}.intersection(rest[:3]) and w.RECEIPTS.intersection(rest):
+                told = {"not", "never", "won't", "says", "said", "told", "if", "my", "?"}  # a denial, a quote, a doubt
+                return not told.intersection(tokens) and not w.DEVICE.intersection(tokens)
+    return False
 
 
 def _passive_yours(tokens: list[str], k: int) -> bool:
@@ -202,7 +232,7 @@ def _asks_self(tokens: list[str], at: int | None) -> bool:
     """The speaker asks about its own doing ("can I apply it?", "I wonder if I can ..."): no offer."""
     if at is None or at == 0:
         return False
-    return tokens[at - 1] in {"can", "could", "should", "if", "whether", "do", "am"}
+    return tokens[at - 1] in {"can", "could", "should", "if", "whether", "do", "am", "way"}  # "any way we can ..."
 
 
 def _asks_other(before: list[str]) -> bool:

@@ -26,13 +26,14 @@ TOKENS = re.compile(r"[a-z]+(?:'[a-z]+)?|[?]")
 FIRST = {"i", "we", "i'm", "i've", "i'll", "i'd", "we're", "we've", "we'll", "we'd", "me", "let's", "us"}
 FIRST |= {"im", "ive", "weve", "ill"}  # lowercase, no apostrophe
 SECOND = {"you", "you're", "you've", "you'll", "you'd"}
-OTHER_SUBJECTS = {"he", "she", "they", "it", "someone", "somebody", "agent", "representative"} | SECOND
+OTHER_SUBJECTS = {"he", "she", "they", "it", "someone", "somebody", "agent", "representative", "which", "who", "there"}
+OTHER_SUBJECTS |= SECOND
 VERBS = (
     "look check pull find locate search review process cancel refund modify update change book rebook exchange "
     "return issue apply submit place initiate arrange escalate resolve fix handle transfer reset verify confirm "
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
     "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
-    "ensure complete finalize contact email retrieve adjust offer proceed"
+    "ensure complete finalize contact email retrieve adjust offer proceed put"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 OFFER |= set("here may let's going gonna ill".split())  # "I'm here to help", "how may I", "let's get ..."
@@ -60,7 +61,7 @@ DEVICE = {
     "screen", "mms", "sms", "permission", "permissions",
 }  # fmt: skip
 """A telecom customer acts on its own device: the weak cues ("on my end", a bare record) never count there."""
-DETERMINERS = {"the", "that", "this", "these", "those", "it", "them"}
+DETERMINERS = {"the", "that", "this", "these", "those", "it", "them", "a", "an", "any"}
 PREPOSITIONS = {"for", "in", "with", "from", "at", "about", "into", "by", "when", "if", "but", "and"}
 ARTICLES = {"a", "an", "the", "my", "your", "this", "our", "any", "no"}
 """Before a verb-looking word, a noun's: "a refund", "the issue", "my return" are things, not acts."""
@@ -95,12 +96,13 @@ IDENTITY = set(
     "passcode membership passport username user".split()
 )
 ASK = re.compile(
-    r"\b(?:(?:could|can|would|will) you|please|may i|can i|what is|what's|(?<!do )(?:i|we)(?:'ll| will| just)? need)\b"
+    r"\b(?:(?:could|can|would|will) you|please|may i|can i|could i|what is|what's"
+    r"|(?<!do )(?:i|we)(?:'ll| will| just)? need)\b"
 )
 GIVE = re.compile(
     r"\b(?:(?:could|can|would|will) you|please)(?: please| first| kindly)*"
     r" (?:confirm|verify|provide|give|share|tell|spell)"
-    r"|\b(?<!do )(?:i|we)(?:'ll| will)? need (?:the|your|a)\b|\bmay i (?:have|get)\b"
+    r"|\b(?<!do )(?:i|we)(?:'ll| will)? need (?:the|your|a)\b|\b(?:may|could|can) i (?:please )?(?:have|get)\b"
 )
 """A request that the other side hand something over (not "do I need to provide ...", which asks)."""
 GATE = re.compile(
@@ -110,7 +112,10 @@ GATE = re.compile(
 """A request the service gates its work on: "could you first confirm ...", "before we continue"."""
 PROOF = {"digits", "card", "four", "ssn", "security"}
 PROOF_WORDS = PROOF | IDENTITY | {"verification", "authenticate", "e", "mail"}
-SECURITY = re.compile(r"\b(?:for (?:security|verification)|verify (?:the|your) identity|authenticate you)\b")
+SECURITY = re.compile(
+    r"\b(?:for (?:your )?(?:security|verification)|verify (?:the|your) identity|authenticate you"
+    r"|(?:verify|confirm|make sure) (?:that )?it's (?:really )?you)\b"
+)
 HELP_VERBS = {"help", "assist", "serve"}
 SEND_VERBS = {"send", "email"}
 ARTIFACTS = set("label confirmation link voucher itinerary update certificate ticket tickets code details".split())
@@ -144,7 +149,16 @@ VOICE = Cues(
     *((w, rf"\b{w} (?:that )?(?:i|we) (?:could|was able to|were able to) (?:help|assist)\b"
        rf"|\b{w} to have (?:helped|assisted|been of)\b") for w in ("glad", "happy", "pleased")),
     *((w, rf"\b{w} (?:else )?(?:can|may|could) (?:i|we) (?:help|assist|do for you)\b") for w in ("how", "what")),
-    ("pleasure", r"\b(?:it was|it's been) (?:my|our) pleasure\b"),
+    ("pleasure", r"\b(?:it was|it's been) (?:my|our) pleasure\b|\bpleasure (?:assisting|helping|serving) you\b"),
+    ("close", r"\b(?:i'll|let me|we'll) (?:go ahead and )?close (?:this|the case|the ticket|the chat|it) out\b"),
+    ("inconvenience", r"\b(?:apologi[sz]e|sorry) for any inconvenience\b"
+     r"|\bapologi[sz]e for the inconvenience (?:this|that) (?:has|may have) caused\b"),
+    ("our ", r"\b(?:per|according to|under|as per) our (?:policy|policies|terms)\b|\bour records (?:show|indicate)\b"),
+    ("like to proceed", r"\bwould you like to proceed\b"),
+    ("please confirm", r"\bplease confirm (?:if|whether|that) you(?:'d| would)? like to\b"),
+    ("value your", r"\bwe (?:truly |really )?value your (?:loyalty|business)\b"),
+    ("we appreciate", r"\bwe (?:truly |really )?appreciate your (?:patience|business|loyalty)\b"),
+    ("to help", r"(?:^|[,.!] )(?:always )?(?:happy|glad) to (?:help|assist)\s*[!.]"),
     ("brings you", r"\bwhat brings you\b"),
     ("hesitate", r"\bdon't hesitate to (?:reach out|contact us|call us|get in touch)\b"),
     ("if you need", r"\bif you need (?:any )?(?:more |further |additional |other )?(?:help|assistance)\b"),
@@ -171,7 +185,10 @@ FORMS = {form: verb for verb in VERBS for form in forms(verb)} | IRREGULAR
 
 
 PHRASES = {"make sure": "ensure", "take care of": "handle", "reach out": "contact", "reaching out": "contacting",
-           "take a look at": "check", "dig into": "look into", "digging into": "looking into"}  # fmt: skip
+           "take a look at": "check", "dig into": "look into", "digging into": "looking into",
+           "bring up": "pull up", "bringing up": "pulling up", "brought up": "pulled up",
+           "go through": "review", "going through": "reviewing", "gone through": "reviewed",
+           "went through": "reviewed"}  # fmt: skip
 PHRASE = re.compile("|".join(PHRASES))
 OPENERS = set(
     "ok okay sure alright right great perfect thanks so and now just one a sec second moment currently".split()
@@ -183,3 +200,5 @@ SETTLED = {"complete", "confirm", "process", "update", "modify", "finalize", "su
 """A record "now <settled>" in a statement is the service closing its work ("the exchange is now complete")."""
 SUBORDINATORS = {"after", "when", "if", "once", "until", "before", "because", "since", "while", "that", "which"}
 """A new clause: "your balance after all these changes are complete" is not about "your"."""
+RECEIPTS = {"refund", "confirmation", "email", "label", "credit", "voucher", "certificate", "update", "charge"}
+"""What the service tells the other side it will receive ("you should see the refund in a few days")."""
