@@ -36,7 +36,9 @@ VERBS = (
     "ensure complete finalize contact email retrieve adjust offer proceed put"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
-OFFER |= set("here may let's going gonna ill".split())  # "I'm here to help", "how may I", "let's get ..."
+OFFER |= set(
+    "here may let's going gonna ill moment second sec minute".split()
+)  # "I'm here to help", "how may I", "let's get ..."
 DONE = {"i've", "we've", "ive", "weve", "have", "has", "just", "already", "successfully", "been", "able"}
 SERVICE_ONLY = set(
     "pull locate process issue apply waive credit refund reissue note flag escalate authenticate".split()

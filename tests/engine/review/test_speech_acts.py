@@ -69,6 +69,19 @@ AGENT = [
     ("What can I do for you today?", "greet"),
     ("Yes, the blue one please. I've also gone ahead and refunded the difference to your gift card", "report"),
     ("Thanks. Let me double-check the reservation details on our end before we proceed.", "offer"),
+    # fresh phrasings written after the rounds above, caught by the same features
+    ("Perfect, I'll get that exchange processed right away.", "offer"),
+    ("The cancellation went through, you should see the refund in a few days.", "report"),
+    ("A full refund has been issued.", "report"),
+    ("Could I get the email on the account to verify it's you?", "verify"),
+    ("May I please have the order number to get started?", "verify"),
+    ("It's been a pleasure assisting you today.", "greet"),
+    ("We apologize for any inconvenience this may have caused.", "greet"),
+    ("Per our policy, basic economy tickets can't be changed.", "greet"),
+    ("Give me a second to bring up the booking.", "offer"),
+    ("No problem! I will retrieve your user ID using the reservation details.", "offer"),
+    ("A checked bag has been successfully added to your reservation.", "report"),
+    ("Let me verify the eligibility of those items for exchange.", "offer"),
 ]
 CUSTOMER = [
     "can you check my order?",
@@ -143,6 +156,16 @@ CUSTOMER = [
     "Yes, please go ahead and make those changes. I want the refund to be processed to the original payment method.",
     "I'm facing some financial issues, and I'd like to get refunded to the original payment method for each one.",
     "Let's look into any available one-stop options from Atlanta to Las Vegas, please.",
+    "I have insurance, which should waive any fees for changes.",
+    "Is there any way we can look into getting a refund?",
+    "Even if the agent says you will not receive a refund for some of them, you want to proceed anyway.",
+    "You want to know your gift card balance after all these changes are complete.",
+    "Has the item been removed from my order?",
+    "I was told a full refund would be issued.",
+    "Did the cancellation go through? I don't see the refund yet.",
+    "Is it your policy that basic economy can't be changed?",
+    "Yes, I'd like to proceed with the cancellation.",
+    "I appreciate your patience, but I would really prefer not to be transferred.",
 ]
 
 
