@@ -22,7 +22,8 @@ features are about who acts on whose things, not wording (the words are in ``spe
 - ``for them``: "you'll receive", "should show up", "as requested", "if you'd like", "for you", "all set", "just
   now", "right away", "shortly", "went ahead and", "one moment", "allow me" (again only without ``my`` or a device);
 - ``offer``: a modal of offering before it (``let me``, ``I can``, ``I'll``, ``I'm going to``, ``shall I``, ``would
-  you like me to``), unless the speaker asks about its own doing ("can I apply it?", "I wonder if I can ...");
+  you like me to``, ``give me a second to``; a refusal, ``I'm unable to``, is the service's too), unless the
+  speaker asks about its own doing ("can I apply it?", "I wonder if I can ...", "is there any way we can ...?");
 - ``done``: a perfect or past form (``I've``, ``I just``, ``I was able to``, ``-ed``), one under way ("I'm
   currently checking", "while I transfer you"), or a passive on the other side's record ("your X has been <done>",
   "done, the order has been modified as requested"; not "to be <done>" nor "was <done>": the instructions a
@@ -30,14 +31,17 @@ features are about who acts on whose things, not wording (the words are in ``spe
 - ``identity``: a request (``could you``, ``please``, ``may I``, ``what is``, ``I need``, a question) for ``your`` +
   an identity noun, or one gated on the service's work ("could you *first* confirm the last four digits", "*before
   we continue*", "*to locate* ...") with none of the speaker's own things; "for security" in a request;
+- ``reading``: the service reading the other side's records to them ("I see here that your order ...", "it looks
+  like your reservation ...");
 - ``service voice``: thanking the other side for contacting, calling, getting in touch or choosing, "welcome to",
   "you've reached", "valued customer", "glad I could help", "anything else I can do", "how can I help", "my
   pleasure", a role label, a tool call.
 
-An act is ``offer`` = actor + offer + service + theirs; ``report`` = actor + done + service + theirs, or the
-passive; ``verify`` = identity or security; ``greet`` = service voice or an offer whose verb is help, assist or
-serve. A telecom customer's reports of its own actions ("I've restarted my phone", "I turned airplane mode off on
-my end") have no ``theirs``: a device word turns the weak cues off.
+An act is ``offer`` = actor + offer + service + theirs; ``report`` = actor + done + service + theirs, the passive,
+a promise of what the other side will receive ("you should see the refund in a few days") or a reading; ``verify``
+= identity or security; ``greet`` = service voice or an offer whose verb is help, assist or serve. A telecom
+customer's reports of its own actions ("I've restarted my phone", "I turned airplane mode off on my end") have no
+``theirs``: a device word turns the weak cues off.
 
 Cost: about a hundred µs for a customer message (one tokenising regex, set and dict look-ups, cue regexes behind a
 substring test; benchmarks/user_review.md). Imports only ``speech_words``.
@@ -249,9 +253,12 @@ def _identity(words: list[str]) -> bool:
 def agent_acts(text: str) -> list[str]:
     """The agent's speech acts in ``text`` (``offer``, ``report``, ``verify``, ``greet``), in the order found."""
     found: list[str] = []
-    if w.LABEL.search(text) or w.VOICE.search(text.lower().replace("’", "'")):
+    low = text.lower().replace("’", "'")
+    if w.LABEL.search(text) or w.VOICE.search(low):
         found.append("greet")
-    plain = w.PHRASE.sub(lambda m: w.PHRASES[m.group(0)], text.lower().replace("’", "'"))  # one verb for each idiom
+    if w.READS.search(low):
+        found.append("report")  # "I see here that your order was shipped"
+    plain = w.PHRASE.sub(lambda m: w.PHRASES[m.group(0)], low)  # one verb for each idiom
     for sentence in w.SENTENCES.findall(plain):
         for act in sorted(_sentence_acts(w.TOKENS.findall(sentence))):
             if act not in found:

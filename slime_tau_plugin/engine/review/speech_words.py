@@ -36,9 +36,8 @@ VERBS = (
     "ensure complete finalize contact email retrieve adjust offer proceed put"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
-OFFER |= set(
-    "here may let's going gonna ill moment second sec minute".split()
-)  # "I'm here to help", "how may I", "let's get ..."
+OFFER |= set("here may let's going gonna ill moment second sec minute unable".split())
+"""Also "I'm here to help", "how may I", "let's get ...", "give me a second to ...", "I'm unable to ..."."""
 DONE = {"i've", "we've", "ive", "weve", "have", "has", "just", "already", "successfully", "been", "able"}
 SERVICE_ONLY = set(
     "pull locate process issue apply waive credit refund reissue note flag escalate authenticate".split()
@@ -63,7 +62,7 @@ DEVICE = {
     "screen", "mms", "sms", "permission", "permissions",
 }  # fmt: skip
 """A telecom customer acts on its own device: the weak cues ("on my end", a bare record) never count there."""
-DETERMINERS = {"the", "that", "this", "these", "those", "it", "them", "a", "an", "any"}
+DETERMINERS = {"the", "that", "this", "these", "those", "it", "them", "a", "an", "any", "other", "some"}
 PREPOSITIONS = {"for", "in", "with", "from", "at", "about", "into", "by", "when", "if", "but", "and"}
 ARTICLES = {"a", "an", "the", "my", "your", "this", "our", "any", "no"}
 """Before a verb-looking word, a noun's: "a refund", "the issue", "my return" are things, not acts."""
@@ -204,3 +203,9 @@ SUBORDINATORS = {"after", "when", "if", "once", "until", "before", "because", "s
 """A new clause: "your balance after all these changes are complete" is not about "your"."""
 RECEIPTS = {"refund", "confirmation", "email", "label", "credit", "voucher", "certificate", "update", "charge"}
 """What the service tells the other side it will receive ("you should see the refund in a few days")."""
+READS = Cues(
+    ("your", r"\b(?:i (?:can )?see|i'm seeing|i'm showing|i show|it looks like|looks like)"
+     r" (?:here |on my end |in the system )?(?:that )?your"
+     r" (?:order|reservation|booking|account|flight|refund|return|exchange|payment|plan|line|bill)s?\b"),
+)  # fmt: skip
+"""The service reading the other side's records to them: "I see here that your order was shipped"."""

@@ -82,6 +82,9 @@ AGENT = [
     ("No problem! I will retrieve your user ID using the reservation details.", "offer"),
     ("A checked bag has been successfully added to your reservation.", "report"),
     ("Let me verify the eligibility of those items for exchange.", "offer"),
+    ("Do you want me to look into other flights?", "offer"),
+    ("I see here that your order was shipped yesterday.", "report"),
+    ("Unfortunately, I am unable to cancel your reservation.", "offer"),
 ]
 CUSTOMER = [
     "can you check my order?",
@@ -166,6 +169,10 @@ CUSTOMER = [
     "Is it your policy that basic economy can't be changed?",
     "Yes, I'd like to proceed with the cancellation.",
     "I appreciate your patience, but I would really prefer not to be transferred.",
+    "I see your point.",
+    "It looks like my order was shipped.",
+    "I am unable to find my order number.",
+    "I am unable to cancel the order on the app.",
 ]
 
 
