@@ -126,7 +126,8 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         if actor and token.endswith(("ed", "en")) and _causes(before, for_them or service_only):
             acts.add("offer")  # "let's get your order sorted", "I'll get that exchange processed right away"
         participle = done or token.endswith("en") or verb == "complete"
-        if participle and {"been", "now", "is", "are"}.intersection(before[-2:]):
+        moved = before[-1:] == ["was"] and "your" in after[:4] and "your" not in before  # "reversed to your card"
+        if participle and ({"been", "now", "is", "are"}.intersection(before[-2:]) or moved):
             settled = (
                 verb in w.SETTLED and ("now" in before[-2:] or before[-2:] == ["has", "been"]) and _impersonal(tokens)
             )
@@ -256,7 +257,7 @@ def agent_acts(text: str) -> list[str]:
     low = text.lower().replace("’", "'")
     if w.LABEL.search(text) or w.VOICE.search(low):
         found.append("greet")
-    if w.READS.search(low):
+    if w.READS.search(low) or w.DELIVERED.search(low):
         found.append("report")  # "I see here that your order was shipped"
     plain = w.PHRASE.sub(lambda m: w.PHRASES[m.group(0)], low)  # one verb for each idiom
     for sentence in w.SENTENCES.findall(plain):

@@ -33,7 +33,7 @@ VERBS = (
     "return issue apply submit place initiate arrange escalate resolve fix handle transfer reset verify confirm "
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
     "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
-    "ensure complete finalize contact email retrieve adjust offer proceed put"
+    "ensure complete finalize contact email retrieve adjust offer proceed put lock secure reserve reverse"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 OFFER |= set("here may let's going gonna ill moment second sec minute unable".split())
@@ -135,7 +135,8 @@ YOU_VERBS = HELP_VERBS | {
 """Verbs whose bare ``you`` object is the other side ("I'll transfer you"); "I can confirm you have it" is not."""
 LABEL = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
 VOICE = Cues(
-    ("thank", r"\bthank(?:s| you) for (?:contacting|calling|reaching out|getting in touch|choosing|shopping with"
+    ("thank", r"\bthank(?:s| you)(?: so much| very much| a lot| again)? for"
+     r" (?:contacting|calling|reaching out|getting in touch|choosing|shopping with"
      r"|your (?:call|purchase|inquiry)"
      r"|flying with|being a (?:valued|loyal)|your (?:business|loyalty))\b"),
     ("welcome to", r"\bwelcome to\b"),
@@ -159,6 +160,10 @@ VOICE = Cues(
     ("please confirm", r"\bplease confirm (?:if|whether|that) you(?:'d| would)? like to\b"),
     ("value your", r"\bwe (?:truly |really )?value your (?:loyalty|business)\b"),
     ("we appreciate", r"\bwe (?:truly |really )?appreciate your (?:patience|business|loyalty)\b"),
+    ("let us know", r"\blet us know if\b|\byour satisfaction\b"),
+    ("sorry to hear", r"\b(?:i'm|we're|i am|we are) (?:so |very |really |truly )?sorry to hear"
+     r" (?:about )?(?:that )?your\b"
+     r"|\bwe're (?:so |very |really |truly )?sorry to hear\b"),
     ("to help", r"(?:^|[,.!] )(?:always )?(?:happy|glad) to (?:help|assist)\s*[!.]"),
     ("brings you", r"\bwhat brings you\b"),
     ("hesitate", r"\bdon't hesitate to (?:reach out|contact us|call us|get in touch)\b"),
@@ -209,3 +214,8 @@ READS = Cues(
      r" (?:order|reservation|booking|account|flight|refund|return|exchange|payment|plan|line|bill)s?\b"),
 )  # fmt: skip
 """The service reading the other side's records to them: "I see here that your order was shipped"."""
+DELIVERED = Cues(
+    ("to you", r"\b(?:will be|has been|have been|'ve been|is being|was)"
+     r" (?:emailed|credited|refunded|issued|mailed|texted) (?:back )?to you\b"),
+)  # fmt: skip
+"""What the service delivered to the other side: "tracking will be emailed to you"."""

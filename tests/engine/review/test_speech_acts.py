@@ -85,6 +85,11 @@ AGENT = [
     ("Do you want me to look into other flights?", "offer"),
     ("I see here that your order was shipped yesterday.", "report"),
     ("Unfortunately, I am unable to cancel your reservation.", "offer"),
+    ("Right, so the replacement is on its way and tracking will be emailed to you.", "report"),
+    ("The charge was reversed to your card this morning.", "report"),
+    ("I went ahead and locked in that fare for you.", "report"),
+    ("Thanks a lot for contacting support today!", "greet"),
+    ("We're sorry to hear about the trouble with your order.", "greet"),
 ]
 CUSTOMER = [
     "can you check my order?",
@@ -173,6 +178,11 @@ CUSTOMER = [
     "It looks like my order was shipped.",
     "I am unable to find my order number.",
     "I am unable to cancel the order on the app.",
+    "The charge was reversed to my card this morning, thanks.",
+    "I'm sorry to hear that the item is out of stock.",
+    "Thanks a lot for your help today!",
+    "We're sorry, my husband ordered the wrong size.",
+    "Did you generate a return label? I didn't get an email.",
 ]
 
 
