@@ -50,6 +50,7 @@ substring test; benchmarks/user_review.md). Imports only ``speech_words``.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 from slime_tau_plugin.engine.review import speech_words as w
 
@@ -72,7 +73,31 @@ def _cues(tokens: list[str]) -> tuple[bool, bool]:
     return place, place or (not mine and bool(w.TO_THEM.search(text)))
 
 
+@dataclass(frozen=True, slots=True)
+class _Verb:
+    """One service verb in a sentence, with the features the acts are read from."""
+
+    k: int
+    token: str
+    verb: str
+    before: list[str]
+    after: list[str]
+    at: int | None
+    """Where its subject is (None: no subject in reach)."""
+    actor: bool
+    """The subject is the speaker."""
+    theirs: bool
+    """It acts on the other side's things."""
+    offer: bool
+    """A modal of offering comes before it, and the speaker does not ask about its own doing."""
+    for_them: bool
+    """A cue says it is done for the other side."""
+    service_only: bool
+    """Only the service performs it."""
+
+
 def _sentence_acts(tokens: list[str]) -> set[str]:
+    """The acts of one tokenised sentence: each service verb's features, then the rules of the module docstring."""
     acts: set[str] = set()
     last: int | None = None
     text = " ".join(tokens)
@@ -84,62 +109,74 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         wish = verb == "look" and tokens[k + 1 : k + 2] in (["to"], ["forward"])  # "I'm looking to cancel"
         if verb is None or wish or (k > 0 and tokens[k - 1] in w.ARTICLES):
             continue  # not an act, or a thing ("a refund", "the issue")
-        before, after = tokens[max(0, k - 6) : k], tokens[k + 1 : k + 11]
-        at = next(
-            (j for j in range(k - 1, max(-1, k - 7), -1) if tokens[j] in w.FIRST or tokens[j] in w.OTHER_SUBJECTS), None
-        )
-        if at is None and last is not None and "and" in before[-2:]:
-            at, before = last, tokens[max(0, last - 2) : last + 1] + before[-2:]  # "I'll initiate it and email you"
-        last = at if at is not None else last
-        subject = tokens[at] if at is not None else None
-        actor = subject in w.FIRST or (subject is None and any(t in {"happy", "glad"} for t in before))
-        clause = tokens[at if at is not None else max(0, k - 5) : k + 11]  # the actor's clause
-        place, for_them = _cues(clause) if cued else (False, False)
-        looks = verb in {"look", "pull"} and after[:1] in (["up"], ["into"])
-        obj = after[1:] if after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"]) else after  # past a particle
-        record = _record(obj, verb in w.SERVICE_ONLY) and verb not in w.CUSTOMER_VERBS
-        service_only = verb in w.SERVICE_ONLY or looks  # a pronoun is a record only to the first ("I'll look into it")
-        sends = verb in w.SEND_VERBS and after[:1] == ["you"] and bool(w.ARTIFACTS.intersection(after[1:5]))
-        helps = verb in w.HELP_VERBS and after[:2] in (["with", "that"], ["with", "this"], ["with", "it"])
-        helps = sends or (helps and before[-1:] in (["can"], ["to"], ["me"], ["will"], ["i'll"], ["we'll"], ["could"]))
-        helps = helps or bool(w.EVALUATIONS.intersection(after[:3]))
-        theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
-        if verb in w.FOR_YOU_ONLY:
-            theirs = "for you" in " ".join(after)
-        offer = any(t in w.OFFER for t in before) or "me to" in " ".join(before)  # "would you like me to"
-        offer = offer and not _asks_self(tokens, at)
-        if actor and theirs and offer and not _asks_other(before):
-            acts.add("greet" if verb in w.HELP_VERBS else "offer")
-        done = token.endswith("ed") or token in w.IRREGULAR
-        if done and ours:
-            acts.add("report")  # "it's been updated in our system"
-        wanted = before[-1:] in (["be"], ["get"]) or (before[-1:] == ["to"] and before[-2:-1] != ["able"])
-        # a wish, not a deed: "I want it to be processed", "I'd like to get refunded"; "I was able to" did it
-        if actor and theirs and not wanted and (done or any(t in w.DONE for t in before)):
-            if not any(t in {"can", "could", "will", "'ll", "i'll", "let"} for t in before):
-                acts.add("report")
-        under_way = token.endswith("ing") and bool({"i'm", "am", "we're", "im"}.intersection(before[-2:]))
-        if token.endswith("ing") and at is None and set(before) <= w.OPENERS:  # "checking the order now", "one sec,
-            actor = under_way = True  # pulling that up": a sentence that starts at its verb has the speaker act
-        if actor and theirs and (under_way or "while" in before):
-            acts.add("report")  # an action under way: "I'm pulling up your order", "while I transfer you"
-        if actor and token.endswith(("ed", "en")) and _causes(before, for_them or service_only):
-            acts.add("offer")  # "let's get your order sorted", "I'll get that exchange processed right away"
-        participle = done or token.endswith("en") or verb == "complete"
-        moved = before[-1:] == ["was"] and "your" in after[:4] and "your" not in before  # "reversed to your card"
-        if participle and ({"been", "now", "is", "are"}.intersection(before[-2:]) or moved):
-            settled = (
-                verb in w.SETTLED and ("now" in before[-2:] or before[-2:] == ["has", "been"]) and _impersonal(tokens)
-            )
-            if (_passive_yours(tokens, k) and _yours(tokens)) or (
-                (for_them or settled) and _record(before[-5:], False)
-            ):
-                acts.add("report")  # "your order has been cancelled", "done, the order has been modified"
-        if token.endswith("ed") and before[-3:] in (["you", "are", "being"], ["you", "have", "been"]):
-            acts.add("report")  # "you are being transferred"
+        v = _features(tokens, k, verb, last, cued)
+        last = v.at if v.at is not None else last
+        acts |= _acts(tokens, v, ours)
     if _promised(tokens):
         acts.add("report")  # "the cancellation went through, you should see the refund in a few days"
     return acts | _verify(tokens)
+
+
+def _features(tokens: list[str], k: int, verb: str, last: int | None, cued: bool) -> _Verb:
+    """The features of the service verb at ``k``; ``last``: the subject of the verb before it in the sentence (a
+    verb joined by "and" keeps it); ``cued``: the sentence has a place or for-them cue at all."""
+    before, after = tokens[max(0, k - 6) : k], tokens[k + 1 : k + 11]
+    subjects = (j for j in range(k - 1, max(-1, k - 7), -1) if tokens[j] in w.FIRST or tokens[j] in w.OTHER_SUBJECTS)
+    at = next(subjects, None)
+    if at is None and last is not None and "and" in before[-2:]:
+        at, before = last, tokens[max(0, last - 2) : last + 1] + before[-2:]  # "I'll initiate it and email you"
+    subject = tokens[at] if at is not None else None
+    actor = subject in w.FIRST or (subject is None and any(t in {"happy", "glad"} for t in before))
+    clause = tokens[at if at is not None else max(0, k - 5) : k + 11]  # the actor's clause
+    place, for_them = _cues(clause) if cued else (False, False)
+    looks = verb in {"look", "pull"} and after[:1] in (["up"], ["into"])
+    obj = after[1:] if after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"]) else after  # past a particle
+    record = _record(obj, verb in w.SERVICE_ONLY) and verb not in w.CUSTOMER_VERBS
+    service_only = verb in w.SERVICE_ONLY or looks  # a pronoun is a record only to the first ("I'll look into it")
+    sends = verb in w.SEND_VERBS and after[:1] == ["you"] and bool(w.ARTIFACTS.intersection(after[1:5]))
+    helps = verb in w.HELP_VERBS and after[:2] in (["with", "that"], ["with", "this"], ["with", "it"])
+    helps = sends or (helps and before[-1:] in (["can"], ["to"], ["me"], ["will"], ["i'll"], ["we'll"], ["could"]))
+    helps = helps or bool(w.EVALUATIONS.intersection(after[:3]))
+    theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
+    if verb in w.FOR_YOU_ONLY:
+        theirs = "for you" in " ".join(after)
+    offer = any(t in w.OFFER for t in before) or "me to" in " ".join(before)  # "would you like me to"
+    offer = offer and not _asks_self(tokens, at)
+    return _Verb(k, tokens[k], verb, before, after, at, actor, theirs, offer, for_them, service_only)
+
+
+def _acts(tokens: list[str], v: _Verb, ours: bool) -> set[str]:
+    """The acts one service verb performs; ``ours``: the sentence names a place only the service works in."""
+    acts: set[str] = set()
+    token, before, after = v.token, v.before, v.after
+    if v.actor and v.theirs and v.offer and not _asks_other(before):
+        acts.add("greet" if v.verb in w.HELP_VERBS else "offer")
+    done = token.endswith("ed") or token in w.IRREGULAR
+    if done and ours:
+        acts.add("report")  # "it's been updated in our system"
+    wanted = before[-1:] in (["be"], ["get"]) or (before[-1:] == ["to"] and before[-2:-1] != ["able"])
+    # a wish, not a deed: "I want it to be processed", "I'd like to get refunded"; "I was able to" did it
+    if v.actor and v.theirs and not wanted and (done or any(t in w.DONE for t in before)):
+        if not any(t in {"can", "could", "will", "'ll", "i'll", "let"} for t in before):
+            acts.add("report")
+    under_way = token.endswith("ing") and bool({"i'm", "am", "we're", "im"}.intersection(before[-2:]))
+    opener = token.endswith("ing") and v.at is None and set(before) <= w.OPENERS  # "one sec, pulling that up"
+    actor = v.actor or opener  # a sentence that starts at its verb has the speaker act
+    if actor and v.theirs and (under_way or opener or "while" in before):
+        acts.add("report")  # an action under way: "I'm pulling up your order", "while I transfer you"
+    if actor and token.endswith(("ed", "en")) and _causes(before, v.for_them or v.service_only):
+        acts.add("offer")  # "let's get your order sorted", "I'll get that exchange processed right away"
+    participle = done or token.endswith("en") or v.verb == "complete"
+    moved = before[-1:] == ["was"] and "your" in after[:4] and "your" not in before  # "reversed to your card"
+    if participle and ({"been", "now", "is", "are"}.intersection(before[-2:]) or moved):
+        now = "now" in before[-2:] or before[-2:] == ["has", "been"]
+        settled = v.verb in w.SETTLED and now and _impersonal(tokens)
+        yours = _passive_yours(tokens, v.k) and _yours(tokens)
+        if yours or ((v.for_them or settled) and _record(before[-5:], False)):
+            acts.add("report")  # "your order has been cancelled", "done, the order has been modified"
+    if token.endswith("ed") and before[-3:] in (["you", "are", "being"], ["you", "have", "been"]):
+        acts.add("report")  # "you are being transferred"
+    return acts
 
 
 def _impersonal(tokens: list[str]) -> bool:
