@@ -136,7 +136,7 @@ def _features(tokens: list[str], k: int, verb: str, last: int | None, cued: bool
     sends = verb in w.SEND_VERBS and after[:1] == ["you"] and bool(w.ARTIFACTS.intersection(after[1:5]))
     helps = verb in w.HELP_VERBS and after[:2] in (["with", "that"], ["with", "this"], ["with", "it"])
     helps = sends or (helps and before[-1:] in (["can"], ["to"], ["me"], ["will"], ["i'll"], ["we'll"], ["could"]))
-    helps = helps or bool(w.EVALUATIONS.intersection(after[:3]))
+    helps = helps or bool(w.EVALUATIONS.intersection(after[:3]))  # "let me verify the eligibility of ..."
     theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
     if verb in w.FOR_YOU_ONLY:
         theirs = "for you" in " ".join(after)

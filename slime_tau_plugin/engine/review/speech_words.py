@@ -33,7 +33,8 @@ VERBS = (
     "return issue apply submit place initiate arrange escalate resolve fix handle transfer reset verify confirm "
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
     "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
-    "ensure complete finalize contact email retrieve adjust offer proceed put lock secure reserve reverse"
+    "ensure complete finalize contact email retrieve adjust offer proceed put lock secure reserve reverse switch move "
+    "link attach"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 OFFER |= set("here may let's going gonna ill moment second sec minute unable".split())
@@ -121,17 +122,9 @@ HELP_VERBS = {"help", "assist", "serve"}
 SEND_VERBS = {"send", "email"}
 ARTIFACTS = set("label confirmation link voucher itinerary update certificate ticket tickets code details".split())
 """What the service sends the other side ("I'll email you the shipping label"); a customer sends its own."""
-YOU_VERBS = HELP_VERBS | {
-    "transfer",
-    "refund",
-    "credit",
-    "upgrade",
-    "downgrade",
-    "rebook",
-    "book",
-    "reschedule",
-    "offer",
-}
+YOU_VERBS = HELP_VERBS | set(
+    "transfer refund credit upgrade downgrade rebook book reschedule offer switch move".split()
+)
 """Verbs whose bare ``you`` object is the other side ("I'll transfer you"); "I can confirm you have it" is not."""
 LABEL = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
 VOICE = Cues(
@@ -160,6 +153,7 @@ VOICE = Cues(
     ("please confirm", r"\bplease confirm (?:if|whether|that) you(?:'d| would)? like to\b"),
     ("value your", r"\bwe (?:truly |really )?value your (?:loyalty|business)\b"),
     ("we appreciate", r"\bwe (?:truly |really )?appreciate your (?:patience|business|loyalty)\b"),
+    ("all set", r"\byou(?:'re| are) all set\b(?!\s*\?)"),
     ("let us know", r"\blet us know if\b|\byour satisfaction\b"),
     ("sorry to hear", r"\b(?:i'm|we're|i am|we are) (?:so |very |really |truly )?sorry to hear"
      r" (?:about )?(?:that )?your\b"

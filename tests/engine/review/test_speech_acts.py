@@ -90,6 +90,8 @@ AGENT = [
     ("I went ahead and locked in that fare for you.", "report"),
     ("Thanks a lot for contacting support today!", "greet"),
     ("We're sorry to hear about the trouble with your order.", "greet"),
+    ("I can switch you to the earlier flight if you prefer.", "offer"),
+    ("You're all set, the new card is now linked to your account.", "greet"),
 ]
 CUSTOMER = [
     "can you check my order?",
@@ -183,6 +185,9 @@ CUSTOMER = [
     "Thanks a lot for your help today!",
     "We're sorry, my husband ordered the wrong size.",
     "Did you generate a return label? I didn't get an email.",
+    "I found my reservation. Could you tell me if the flight I booked is eligible for changes?",
+    "If there are any that won't be refunded, I'm happy to assist others with the availability.",
+    "Am I all set now?",
 ]
 
 
