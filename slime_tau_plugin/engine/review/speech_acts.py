@@ -92,6 +92,8 @@ class _Verb:
     """A modal of offering comes before it, and the speaker does not ask about its own doing."""
     for_them: bool
     """A cue says it is done for the other side."""
+    place: bool
+    """The clause names a place only the service works in."""
     service_only: bool
     """Only the service performs it."""
 
@@ -107,14 +109,21 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
     for k, token in enumerate(tokens):
         verb = _verb(token)
         wish = verb == "look" and tokens[k + 1 : k + 2] in (["to"], ["forward"])  # "I'm looking to cancel"
-        if verb is None or wish or (k > 0 and tokens[k - 1] in w.ARTICLES):
-            continue  # not an act, or a thing ("a refund", "the issue")
+        if verb is None or wish or _noun(tokens, k):
+            continue  # not an act, or a thing ("a refund", "the issue", "a full refund")
         v = _features(tokens, k, verb, last, cued)
         last = v.at if v.at is not None else last
         acts |= _acts(tokens, v, ours)
     if _promised(tokens):
         acts.add("report")  # "the cancellation went through, you should see the refund in a few days"
     return acts | _verify(tokens)
+
+
+def _noun(tokens: list[str], k: int) -> bool:
+    """The verb-looking word at ``k`` follows an article, maybe past one adjective: "a refund", "a full refund"."""
+    if k > 0 and tokens[k - 1] in w.ARTICLES:
+        return True
+    return k > 1 and tokens[k - 2] in w.ARTICLES and _verb(tokens[k - 1]) is None and tokens[k - 1] not in w.FIRST
 
 
 def _features(tokens: list[str], k: int, verb: str, last: int | None, cued: bool) -> _Verb:
@@ -142,7 +151,7 @@ def _features(tokens: list[str], k: int, verb: str, last: int | None, cued: bool
         theirs = "for you" in " ".join(after)
     offer = any(t in w.OFFER for t in before) or "me to" in " ".join(before)  # "would you like me to"
     offer = offer and not _asks_self(tokens, at)
-    return _Verb(k, tokens[k], verb, before, after, at, actor, theirs, offer, for_them, service_only)
+    return _Verb(k, tokens[k], verb, before, after, at, actor, theirs, offer, for_them, place, service_only)
 
 
 def _acts(tokens: list[str], v: _Verb, ours: bool) -> set[str]:
@@ -152,7 +161,7 @@ def _acts(tokens: list[str], v: _Verb, ours: bool) -> set[str]:
     if v.actor and v.theirs and v.offer and not _asks_other(before):
         acts.add("greet" if v.verb in w.HELP_VERBS else "offer")
     done = token.endswith("ed") or token in w.IRREGULAR
-    if done and ours:
+    if done and (ours or (before[-1:] == ["been"] and v.place)):  # "that's been taken care of on our side"
         acts.add("report")  # "it's been updated in our system"
     wanted = before[-1:] in (["be"], ["get"]) or (before[-1:] == ["to"] and before[-2:-1] != ["able"])
     # a wish, not a deed: "I want it to be processed", "I'd like to get refunded"; "I was able to" did it
@@ -208,12 +217,16 @@ def _promised(tokens: list[str]) -> bool:
 def _passive_yours(tokens: list[str], k: int) -> bool:
     """The passive at ``k`` is about the other side's thing: ``your X`` is its subject ("your flight from JFK has
     been booked", no clause between) or its destination ("sent to your email")."""
-    if "your" in tokens[k + 1 : k + 5]:
-        return True
+    if "?" in tokens:
+        return False  # a question about it is the customer's ("has my order been cancelled?")
+    ahead = tokens[k + 1 : k + 5]
+    if "your" in ahead:
+        return ahead[ahead.index("your") + 1 : ahead.index("your") + 2] not in (["side"], ["end"], ["website"])
     span = tokens[max(0, k - 10) : k]
     if "your" not in span:
         return False
-    return not w.SUBORDINATORS.intersection(span[len(span) - span[::-1].index("your") :])
+    at = len(span) - 1 - span[::-1].index("your")
+    return not w.SUBORDINATORS.intersection(span[max(0, at - 2) :])  # "until your changes have been made": a condition
 
 
 def _verify(tokens: list[str]) -> set[str]:

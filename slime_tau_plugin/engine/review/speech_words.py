@@ -34,7 +34,7 @@ VERBS = (
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
     "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
     "ensure complete finalize contact email retrieve adjust offer proceed put lock secure reserve reverse switch move "
-    "link attach"
+    "link attach grab make"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 OFFER |= set("here may let's going gonna ill moment second sec minute unable".split())
@@ -44,7 +44,7 @@ SERVICE_ONLY = set(
     "pull locate process issue apply waive credit refund reissue note flag escalate authenticate".split()
 )
 """Verbs only the service performs on a record: "I've noted the change on the account" needs no other cue."""
-CUSTOMER_VERBS = {"place", "book", "return", "exchange", "create", "open", "order", "see", "do"}
+CUSTOMER_VERBS = {"place", "book", "return", "exchange", "create", "open", "order", "see", "do", "make"}
 """What a customer does to its own records ("I placed the order"): a bare record never makes them the service's."""
 FOR_YOU_ONLY = {"see", "do"}
 """Verbs that are the service's only "for you": "let me see what I can do for you", not "I see your point"."""
@@ -53,6 +53,7 @@ RECORDS = {
     "account", "flight", "flights", "trip", "ticket", "tickets", "plan", "line", "bill", "payment", "request",
     "change", "changes", "status", "details", "information", "info", "options", "case", "claim", "subscription",
     "cancellation", "modification", "item", "items", "package", "shipment", "fee", "fees", "charge", "penalty",
+    "insurance", "seat", "seats", "bag", "bags", "baggage", "luggage", "certificate", "voucher",
 }  # fmt: skip
 """The service's records: acted on with "the/that/this" and a service cue, they are the other side's."""
 OWN_IDS = {"number", "id", "ids", "code", "email", "receipt"}
@@ -85,6 +86,7 @@ TO_THEM = Cues(
     *((w, rf"\b{w}\b") for w in ("all set", "just now", "right away", "shortly", "successfully", "allow me")),
     ("done", r"^done\b"),
     ("ahead", r"\b(?:gone|went) ahead\b"),
+    ("you asked", r"\byou asked (?:for|about)\b"),
     *((w, rf"\b(?:one|a|just a|give me a) {w}\b") for w in ("moment", "sec", "second", "minute")),
 )
 """The act is done for the other side: what they will receive, what they asked for, an offer at their wish."""
@@ -104,12 +106,13 @@ ASK = re.compile(
 GIVE = re.compile(
     r"\b(?:(?:could|can|would|will) you|please)(?: please| first| kindly)*"
     r" (?:confirm|verify|provide|give|share|tell|spell)"
-    r"|\b(?<!do )(?:i|we)(?:'ll| will)? need (?:the|your|a)\b|\b(?:may|could|can) i (?:please )?(?:have|get)\b"
+    r"|\b(?<!do )(?:i|we)(?:'ll| will|'m going to| am going to|'re going to)? need (?:the|your|a)\b"
+    r"|\b(?:may|could|can) i (?:please )?(?:have|get)\b"
 )
 """A request that the other side hand something over (not "do I need to provide ...", which asks)."""
 GATE = re.compile(
     r"\b(?:first|before (?:we|i) (?:continue|proceed|go|begin|start|can|make)|to (?:locate|find|access|pull up|"
-    r"proceed|get started|verify|look up))\b"
+    r"proceed|get started|verify|look up)|so (?:that )?i can (?:verify|locate|access|pull up|find|look up))\b"
 )
 """A request the service gates its work on: "could you first confirm ...", "before we continue"."""
 PROOF = {"digits", "card", "four", "ssn", "security"}
@@ -153,6 +156,8 @@ VOICE = Cues(
     ("please confirm", r"\bplease confirm (?:if|whether|that) you(?:'d| would)? like to\b"),
     ("value your", r"\bwe (?:truly |really )?value your (?:loyalty|business)\b"),
     ("we appreciate", r"\bwe (?:truly |really )?appreciate your (?:patience|business|loyalty)\b"),
+    ("speaking", r"\byou(?:'re| are) speaking (?:with|to)\b"),
+    ("anything else", r"\banything else (?:on your mind|you'd like to (?:know|discuss|ask))\b"),
     ("all set", r"\byou(?:'re| are) all set\b(?!\s*\?)"),
     ("let us know", r"\blet us know if\b|\byour satisfaction\b"),
     ("sorry to hear", r"\b(?:i'm|we're|i am|we are) (?:so |very |really |truly )?sorry to hear"
@@ -180,7 +185,15 @@ def forms(verb: str) -> list[str]:
     return forms + [verb[:-1] + "ied", verb[:-1] + "ies"] if verb.endswith("y") else forms
 
 
-IRREGULAR = {"found": "find", "taken": "handle", "sent": "send", "did": "do", "done": "do", "does": "do"}
+IRREGULAR = {
+    "found": "find",
+    "taken": "handle",
+    "sent": "send",
+    "did": "do",
+    "done": "do",
+    "does": "do",
+    "made": "make",
+}
 FORMS = {form: verb for verb in VERBS for form in forms(verb)} | IRREGULAR
 
 
@@ -209,6 +222,8 @@ READS = Cues(
 )  # fmt: skip
 """The service reading the other side's records to them: "I see here that your order was shipped"."""
 DELIVERED = Cues(
+    ("your", r"\b(?:should|will) (?:hit|reach|appear in|show up in|post to|arrive in) your"
+     r" (?:account|card|statement|bank|inbox|email)\b"),
     ("to you", r"\b(?:will be|has been|have been|'ve been|is being|was)"
      r" (?:emailed|credited|refunded|issued|mailed|texted) (?:back )?to you\b"),
 )  # fmt: skip

@@ -92,6 +92,13 @@ AGENT = [
     ("We're sorry to hear about the trouble with your order.", "greet"),
     ("I can switch you to the earlier flight if you prefer.", "offer"),
     ("You're all set, the new card is now linked to your account.", "greet"),
+    ("I'm going to need the reservation number before I can do anything.", "verify"),
+    ("Can you please confirm the billing zip code so I can verify the account?", "verify"),
+    ("Good afternoon, you're speaking with customer care.", "greet"),
+    ("Okay, the refund should hit your account in 5 to 7 business days.", "report"),
+    ("That's been taken care of on our side.", "report"),
+    ("Alright, I've made the change, your new departure time is 3 PM.", "report"),
+    ("Let me just grab your account details real quick.", "offer"),
 ]
 CUSTOMER = [
     "can you check my order?",
@@ -188,6 +195,11 @@ CUSTOMER = [
     "I found my reservation. Could you tell me if the flight I booked is eligible for changes?",
     "If there are any that won't be refunded, I'm happy to assist others with the availability.",
     "Am I all set now?",
+    "Has that been taken care of on your side?",
+    "What's the best number to reach you at if we get disconnected?",
+    "I appreciate the offer, but I would really prefer a full refund for the insurance.",
+    "Can you confirm the billing zip code on my account?",
+    "Do not end the conversation until your changes have been made.",
 ]
 
 
