@@ -15,7 +15,11 @@
    to cancel my order").
 3. **Cost**: µs per customer message of each.
 
-    PYTHONPATH=$PWD python benchmarks/review_grounding.py --runs runs/user_review
+    PYTHONPATH=$PWD python benchmarks/review_grounding.py --runs runs/user_review \
+        [--trajectories tau-bench/historical_trajectories/gpt-4o-airline.json]
+
+``--trajectories``: τ-bench's published trajectories (a real LLM customer, gpt-4, against a real agent, gpt-4o):
+their agent text turns count as agent messages and their user turns as customer messages, each distinct text once.
 """
 
 from __future__ import annotations
@@ -135,9 +139,25 @@ def task_histories() -> list[str]:
     return out
 
 
+def trajectories(paths: list[str]) -> tuple[list[str], list[str]]:
+    """(agent text turns, customer turns) of τ-bench's historical trajectories, each distinct text once."""
+    agent: set[str] = set()
+    customer: set[str] = set()
+    for path in paths:
+        for run in json.loads(Path(path).read_text()):
+            for m in run.get("traj") or []:
+                text = str(m.get("content") or "").strip()
+                if text and m.get("role") == "assistant":
+                    agent.add(text)
+                elif text and m.get("role") == "user":
+                    customer.add(text)
+    return sorted(agent), sorted(customer)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", default="runs/user_review", help="benchmarks/user_review.py's --out")
+    p.add_argument("--trajectories", nargs="*", default=[], help="τ-bench historical_trajectories/*.json")
     ns = p.parse_args()
     runs = Path(ns.runs)
     cov = ["| set | values in the instructions | found | share | missed (examples) |", "|---|---:|---:|---:|---|"]
@@ -150,6 +170,15 @@ def main() -> int:
     history = task_histories()
     detected = sum(bool(agent_acts(t)) for t in history)
     acts_history = f"| tau2 task histories (mock) | {detected} / {len(history)} | | | |"
+    if ns.trajectories:
+        real_agent, real_customer = trajectories(ns.trajectories)
+        hit = sum(bool(agent_acts(t)) for t in real_agent)
+        false_real = [t for t in real_customer if agent_acts(t)]
+        names = ", ".join(Path(t).stem for t in ns.trajectories)
+        acts_history += (f"\n| τ-bench trajectories ({names}) | {hit} / {len(real_agent)} | "
+                         f"{len(false_real)} / {len(real_customer)} | | |")  # fmt: skip
+        for t in false_real:
+            print(f"false: trajectories: {agent_acts(t)} {t[:160]!r}", file=sys.stderr)
     every_customer: list[str] = []
     for benchmark, domain in SETS:
         found, total, missed = coverage(benchmark, domain)

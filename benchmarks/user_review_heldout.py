@@ -20,6 +20,10 @@ carries, whatever check found it (:data:`EXPECTED`); per check, by the kinds its
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py [--out runs/user_review_heldout] [--tasks 0-19]
         [--faults-set {paraphrased,freeform}]
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py --out runs/user_review_heldout --rescore
+    PYTHONPATH=$PWD python benchmarks/user_review_heldout.py --out runs/user_review_heldout --re-review
+
+``--re-review`` scores the saved runs with the current ``speaks_as_agent`` check in place of the one that ran:
+that check reads only the customer's words, which a review never changes, so a saved run replays exactly.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from typing import Any
 
 from user_review import SETS, customer_texts, llm_user_flags, rollout, user_server
 
+from slime_tau_plugin.engine.review.checks import ReviewInput, speaks_as_agent
+from slime_tau_plugin.engine.review.verdict import ReviewCheck
 from slime_tau_plugin.tools.servers.customer_values import absent
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 
@@ -190,6 +196,19 @@ def saved(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
 
 
+def re_review(rows: list[dict]) -> list[dict]:
+    """``rows`` with their ``speaks_as_agent`` findings recomputed by the current check (the others kept)."""
+    for row in rows:
+        review = row["metadata"].get("tau_review")
+        if not review:
+            continue
+        reward = review.get("reward")
+        episode = ReviewInput("", tuple(row["metadata"].get("messages", [])), float(reward or 0.0))
+        kept = [f for f in review.get("findings") or [] if f["check"] != ReviewCheck.SPEAKS_AS_AGENT.value]
+        review["findings"] = kept + [f.as_dict() for f in speaks_as_agent(episode)]
+    return rows
+
+
 def flags(rows: list[dict]) -> int:
     return sum(bool(findings(r)) for r in rows)
 
@@ -206,6 +225,7 @@ def main() -> int:
         help="the serve-user generator of the held-out run: paraphrased, or freeform (written blind to the checks, "
         "tools/servers/customer_faults_freeform.py) (default: %(default)s)",
     )
+    p.add_argument("--re-review", action="store_true", help="--rescore with the current speaks_as_agent check")
     ns = p.parse_args()
     os.environ.setdefault("TAU_FAULTS_SEED", "7")
     out, subset = Path(ns.out), ["--tasks", ns.tasks] if ns.tasks else []
@@ -219,8 +239,9 @@ def main() -> int:
     injected: Counter[str] = Counter()
     for benchmark, domain in SETS:
         name = f"{benchmark}_{domain}"
-        if ns.rescore:
-            scripted, served, faulty = (saved(out / f"{name}_{run}") for run in ("scripted", "served", "heldout"))
+        if ns.rescore or ns.re_review:
+            runs = (saved(out / f"{name}_{run}") for run in ("scripted", "served", "heldout"))
+            scripted, served, faulty = (re_review(rows) if ns.re_review else rows for rows in runs)
             log = json.loads((out / f"{name}_heldout" / "faults_log.json").read_text())
             kept = out / f"{name}_heldout" / "faults_set.txt"
             ns.faults_set = kept.read_text().strip() if kept.exists() else "paraphrased"

@@ -11,7 +11,8 @@ the users can name them:
 - ``facts.py``: the fact-like spans a customer states, found by their make-up (numbers, emails, codes, names, τ's
   database value words in ``tau_values.txt``).
 - ``grounding.py``: whether the customer could know a span (normal forms: digits, values, dates, words).
-- ``speech_acts.py``: the agent's speech acts (offer, report, verify, greet) in a customer message.
+- ``speech_acts.py``: the agent's speech acts (offer, report, verify, greet) in a customer message, read off
+  sentence features; ``speech_words.py``: the words those features weigh.
 - ``checks.py``: the deterministic checks and how a finding gets its severity.
 - ``stops.py``: the premature stop (a customer that ends before the required write while the agent waits on it).
 - ``names.py``: a comma list of checks or tags, checked.
