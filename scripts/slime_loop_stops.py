@@ -3,9 +3,10 @@
 
 Drives slime's ``generate_rollout_async`` as ``slime_loop_review.py`` does (its server, its slime args, our
 ``generate``, ``tau_user: llm`` on the built-in chat user server), on τ² telecom train tasks whose reference
-solution has an agent write (τ²'s ``ToolType.WRITE``: ``enable_roaming``, ``refuel_data``...) after the customer's
-own phone steps. The oracle asks the customer to act on its phone before it can make that write; ``--stop-share``
-of those requests are answered with a stop (``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the
+solution has a write (τ²'s ``ToolType.WRITE``): the customer's own on its phone (``toggle_airplane_mode``,
+``reseat_sim_card``...: ``EnvSession.required_user_writes``) and the agent's after them (``enable_roaming``,
+``refuel_data``...). The oracle asks the customer to act on its phone; ``--stop-share`` of those requests are
+answered with a stop (``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the
 customer ends while the agent waits on it, the write never happens, τ's reward is 0, and the review must call it
 ``premature_stop`` (``premature_termination``, ``critical_hindered``) and make the episode ``user_error``.
 
@@ -37,8 +38,9 @@ DOMAIN = "telecom"
 
 
 def prepare_writes(tmp: Path) -> tuple[Path, Path, int]:
-    """τ² telecom's train rows whose task requires an agent write (``EnvSession.required_writes``), and the eval
-    config ``prepare`` writes; returns (train file, eval config, rows kept)."""
+    """τ² telecom's train rows whose task requires a write, the agent's or the customer's own
+    (``EnvSession.required_writes``, ``required_user_writes``), and the eval config ``prepare`` writes; returns
+    (train file, eval config, rows kept)."""
     from slime_tau_plugin.engine.envs import get_backend
     from slime_tau_plugin.engine.episode.task_ref import TaskRef
 
@@ -54,7 +56,8 @@ def prepare_writes(tmp: Path) -> tuple[Path, Path, int]:
     for line in everything.read_text().splitlines():
         meta = json.loads(line)["metadata"]
         ref: TaskRef | None = refs.get(str(meta.get("task_id")))
-        if ref is not None and backend.open(ref).required_writes():
+        session = backend.open(ref) if ref is not None else None
+        if session is not None and (session.required_writes() or session.required_user_writes()):
             kept.append(line)
     train = tmp / "train.jsonl"
     train.write_text("\n".join(kept) + "\n")

@@ -168,6 +168,16 @@ class EnvSession(ABC):
         """
         return ()
 
+    def required_user_writes(self) -> tuple[str, ...]:
+        """The tools of the task's reference actions by the *customer* that τ classes as writes, one per action.
+
+        τ² telecom's device fixes (``toggle_airplane_mode``, ``reseat_sim_card``...: ``Action.requestor ==
+        "user"``, the user toolkit's ``ToolType.WRITE``), only those the customer has (a τ³ task may restrict its
+        tools). A customer that stops instead of doing one stops before its task's write (``review/stops.py``).
+        Empty where the customer has no tools (τ² retail and airline, τ-bench v1).
+        """
+        return ()
+
     def state_hash(self) -> str:
         """A hash of this episode's databases (the records it touched: ``copy_on_access.touched_hash``).
 

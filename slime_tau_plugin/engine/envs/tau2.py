@@ -101,6 +101,19 @@ class Tau2Session(EnvSession):
             if a.requestor == "assistant" and toolkit.has_tool(a.name) and toolkit.tool_type(a.name) == "write"
         )
 
+    def required_user_writes(self) -> tuple[str, ...]:
+        toolkit = self.env.user_tools
+        if toolkit is None or not self.user_tools:
+            return ()
+        return tuple(
+            a.name
+            for a in self.script.gold_actions
+            if a.requestor == "user"
+            and self._user_tool_allowed(a.name)
+            and toolkit.has_tool(a.name)
+            and toolkit.tool_type(a.name) == "write"
+        )
+
     def state_hash(self) -> str:
         """The touched records of the agent's and the user's databases (τ²'s own hash for one kept whole)."""
         parts = []
