@@ -99,7 +99,8 @@ _CLOSING = re.compile(
     r"|\bhave a (?:great|good|nice|wonderful|lovely) (?:day|one|evening|night|weekend|trip|flight)\b"
     r"|\bfeel free to\b|\bdon'?t hesitate\b|\bdo not hesitate\b|\breach out\b|\bgoodbye\b|\btake care\b"
     r"|\bthanks? (?:you )?for (?:contacting|reaching|calling|your patience|choosing)\b"
-    r"|\blet (?:me|us) know if you (?:have|need)\b",
+    r"|\blet (?:me|us) know if you (?:have|need)\b"
+    r"|\bif (?:the|this|that|your|it) (?:\w+ )?(?:persists?|continues?|comes back|happens again)\b|\bin the future\b",
     re.I,
 )
 _AFFIRM = re.compile(

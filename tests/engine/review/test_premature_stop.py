@@ -87,6 +87,7 @@ def test_what_counts_as_waiting_on_the_customer() -> None:
     assert not awaits_customer("Your refund is on its way. Have a great day!")
     assert not awaits_customer("Let me check that for you.")
     assert not awaits_customer("Reset complete. Thank you for contacting us.")
+    assert not awaits_customer("Try restarting your phone if the problem persists. Have a great day!")
 
 
 @pytest.mark.parametrize(
