@@ -73,27 +73,29 @@ _CONFIRM = re.compile(
 _LEAD = r"^\s*(?:(?:now|next|first|then|okay|ok|alright|great|so|finally|also|and|to (?:start|begin|fix this))[,:\s]+)*"
 _DEVICE_VERBS = (
     # the verbs of τ² telecom's own user tools (check_, set_, run_, toggle_, reseat_, reset_, connect_, disconnect_,
-    # grant_, reboot_, make_) and of τ²'s manual's "ask the user to ..." steps (turn, try, look, change, select,
-    # verify, rerun), and how a phone's settings are reached (go, open, tap, switch ...)
-    "check|set|run|rerun|toggle|reseat|reset|connect|disconnect|grant|reboot|make|turn|try|look|change|select|verify"
-    "|go|open|tap|switch|restart|enable|disable|remove|reinsert|insert|take|navigate|allow|pay|update|install"
-    "|uninstall|press|power|confirm|tell|provide|share|send|give|read|describe"
+    # grant_, reboot_, make_) and of τ²'s telecom workflow's "ask the user to ..." steps (change, look, re-seat,
+    # rerun, restart, select, try, turn, verify: tests/engine/review/test_premature_stop.py reads both from τ²),
+    # and how a phone's settings are reached (go, open, tap, switch ...)
+    "check|set|run|rerun|toggle|reseat|re-seat|reset|connect|disconnect|grant|reboot|make|turn|try|look|change"
+    "|select|verify|go|open|tap|switch|restart|enable|disable|remove|reinsert|re-insert|insert|take|navigate|allow"
+    "|pay|update|install|uninstall|press|power|confirm|tell|provide|share|send|give|read|describe"
 )
-_NOT_ASKED = r"(?!\s+(?:is|was|has|have|complete|completed|done|successful|failed)\b)"  # "Reset complete."
-_REQUEST = re.compile(
+_IMPERATIVE = (  # "Turn off ...", "Next, please go to Settings"; not a report ("Reset complete.")
     _LEAD
     + r"(?:please\s+|kindly\s+)?(?:"
     + _DEVICE_VERBS
-    + r")\b"
-    + _NOT_ASKED  # "Turn off ...", "Please go to"
-    + r"|\b(?:could|would|can|will) you\b(?! like me\b)"  # "could you reseat your SIM card"
-    r"|\bplease\b(?!\s+(?:note|be aware|hold|wait|bear|allow me|feel free|don'?t hesitate|do not hesitate|visit"
-    r"|contact|call|reach out|let (?:me|us) know if you (?:have|need)))"
-    r"|\b(?:i need you to|i'?d like you to|i would like you to|i'?ll need you to|you(?:'ll| will)? need to"
+    + r")\b(?!\s+(?:is|was|has|have|complete|completed|done|successful|failed)\b)"
+    + r"(?!\s+me\s+(?:a|one)\s+(?:moment|minute|second|sec)\b)"  # "Give me a moment": the agent's own wait
+)
+_ASKS = (
+    r"\b(?:could|would|can|will) you\b(?! like me\b)",  # "could you reseat your SIM card"
+    r"\bplease\b(?!\s+(?:note|be aware|hold|wait|bear|allow me|feel free|don'?t hesitate|do not hesitate|visit"
+    r"|contact|call|reach out|let (?:me|us) know if you (?:have|need)))",  # not a notice or a referral
+    r"\b(?:i need you to|i'?d like you to|i would like you to|i'?ll need you to|you(?:'ll| will)? need to"
     r"|go ahead and|let me know (?:once|when|if it|if that|if this|what|whether|how)"
     r"|tell me (?:what|whether|if|how))\b",
-    re.I,
 )
+_REQUEST = re.compile("|".join((_IMPERATIVE, *_ASKS)), re.I)
 _CLOSING = re.compile(
     r"\banything else\b|\bany other (?:questions?|requests?|concerns?|issues?)\b|\bhelp you with (?:today|anything)\b"
     r"|\bhave a (?:great|good|nice|wonderful|lovely) (?:day|one|evening|night|weekend|trip|flight)\b"

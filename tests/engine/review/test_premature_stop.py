@@ -88,6 +88,7 @@ def test_what_counts_as_waiting_on_the_customer() -> None:
     assert not awaits_customer("Let me check that for you.")
     assert not awaits_customer("Reset complete. Thank you for contacting us.")
     assert not awaits_customer("Try restarting your phone if the problem persists. Have a great day!")
+    assert not awaits_customer("Give me a moment while I look into it.")
 
 
 @pytest.mark.parametrize(
@@ -122,3 +123,22 @@ def test_the_verdict_keeps_the_stop_and_the_guidelines_through_metadata() -> Non
     meta = verdict.as_metadata()
     assert meta["stop"] == "Yes. ###STOP###" and meta["guidelines"] == "fix.md@0123456789ab"
     assert Verdict.from_metadata(meta) == verdict
+
+
+def test_every_device_fix_tau2_telecom_asks_for_reads_as_a_request(tau2_backend) -> None:
+    """From τ²'s own data, not a list of ours: each write tool of the telecom customer (its verb) and each step of
+    τ²'s telecom workflow that tells the agent to "ask the user to <verb>" make a request the check waits on."""
+    import re
+
+    from tau2.domains.telecom.utils import TELECOM_DATA_DIR
+
+    toolkit = tau2_backend.open(tau2_backend.task_refs("telecom", "test")[0]).env.user_tools
+    writes = [name for name in toolkit.tools if toolkit.tool_type(name) == "write"]
+    assert len(writes) >= 10
+    workflow = "\n".join(p.read_text() for p in TELECOM_DATA_DIR.glob("*.md"))
+    asked = set(re.findall(r"(?i)ask (?:the )?users? to ([a-z-]+)", workflow))
+    assert len(asked) >= 10
+    verbs = {name.split("_")[0] for name in writes} | {verb.lower() for verb in asked}
+    missed = [verb for verb in sorted(verbs) if not asks_to_act(f"{verb.capitalize()} it on your phone now.")]
+    assert missed == []
+    assert all(asks_to_act(f"Could you {name.replace('_', ' ')}?") for name in writes)
