@@ -25,7 +25,9 @@ The last condition keeps the agent's failures the agent's (τ²'s rubric: do not
 failures): an agent that refused, gave up, sent the customer elsewhere, or claimed a write it never made and said
 goodbye leaves a customer that stops with nothing to wait for, and that episode's reward 0 is a signal to train on.
 
-τ²'s tag: ``premature_termination`` ("ending while the agent was making progress"), severity ``critical_hindered``
+τ²'s tags: ``premature_termination`` ("ending while the agent was making progress"), and ``missed_required_action``
+("a required action not taken") too when the customer stopped instead of doing on its device what the agent asked
+and one of its own required writes is undone. Severity ``critical_hindered``
 (read off the episode: it failed, and the stop left the required write undone). The finding points at the stop
 itself, one past the last message: τ never shows the agent a stop, so it is not in the episode's messages; the
 detail quotes it and says which shape it was (a confirmation not given, or given and stopped in the same message;
@@ -150,6 +152,7 @@ def premature_stop(review: StopView) -> list[Finding]:
     last = _last_agent_text(review)
     if last is None or not awaits_customer(last):
         return []
+    tags: tuple[ReviewTag, ...] = (ReviewTag.PREMATURE_TERMINATION,)
     if asks_confirmation(last) and (agent or not asks_to_act(last)):
         said = _AFFIRM.search(review.stop.replace("###", " "))
         why = (
@@ -159,13 +162,13 @@ def premature_stop(review: StopView) -> list[Finding]:
         )
     elif own and asks_to_act(last):
         why = "stopped instead of doing what the agent asked it to do on its own device"
+        tags = (*tags, ReviewTag.MISSED_REQUIRED_ACTION)  # τ²'s "a required action not taken": its own
     else:
         why = "stopped while the agent waited on its answer"
     writes = [_named(name, n) for name, n in sorted(agent.items())]
     writes += [_named(name, n) + " (the customer's own)" for name, n in sorted(own.items())]
     stop = " ".join(review.stop.split())[:120]
     detail = f"the customer {why}, before the task's required write ({', '.join(writes)}): {stop!r}"
-    tags = (ReviewTag.PREMATURE_TERMINATION,)
     return [Finding(ReviewCheck.PREMATURE_STOP, tags, Severity.CRITICAL_HINDERED, len(review.messages), detail)]
 
 

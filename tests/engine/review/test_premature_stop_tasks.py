@@ -14,7 +14,7 @@ import pytest
 
 from slime_tau_plugin.engine.envs.base import EnvSession, EnvToolCall
 from slime_tau_plugin.engine.review.checks import ReviewInput, run_checks
-from slime_tau_plugin.engine.review.verdict import ReviewCheck, Severity
+from slime_tau_plugin.engine.review.verdict import ReviewCheck, ReviewTag, Severity
 
 TELECOM_USER_ONLY = 3
 """τ² telecom test task at this position: only the customer's writes (airplane mode, network mode, data, data
@@ -73,6 +73,7 @@ def test_a_customer_that_stops_instead_of_acting_on_its_phone_is_a_premature_sto
     assert finding.check is ReviewCheck.PREMATURE_STOP and finding.severity is Severity.CRITICAL_HINDERED
     assert "on its own device" in finding.detail and "toggle_roaming (the customer's own)" in finding.detail
     assert "toggle_data_saver_mode" not in finding.detail  # that one it did
+    assert finding.tags == (ReviewTag.PREMATURE_TERMINATION, ReviewTag.MISSED_REQUIRED_ACTION)
 
 
 def test_a_transfer_request_in_place_of_the_device_action_counts_too(telecom) -> None:
@@ -120,7 +121,7 @@ def test_297_in_telecom_an_agent_write_waits_on_the_confirmation(tau2_backend) -
     confirm = "I can enable roaming on line L1002 for you. Shall I go ahead?"
     (finding,) = run_checks(review_of(session, confirm, "###STOP###", user_calls=done))
     assert "without giving it" in finding.detail and "enable_roaming" in finding.detail
-    assert "the customer's own" not in finding.detail
+    assert "the customer's own" not in finding.detail and finding.tags == (ReviewTag.PREMATURE_TERMINATION,)
 
 
 def play_telecom(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, stop_at: int | None):
