@@ -10,8 +10,9 @@ doing, on its own phone, the fix the agent asked it to make.
 A stop is *premature* when all hold:
 
 - a write the task requires has not happened. The required writes are τ's own: the task's reference actions that τ
-  classes as writes, by the agent (``EnvSession.required_writes``: τ²'s ``ToolType.WRITE``; τ-bench v1, which has
-  no tool types, the reference actions that change its database, v1's own reward measure) *and by the customer*
+  classes as writes, by the agent (``EnvSession.required_writes``: τ²'s ``ToolType.WRITE``, and every reference
+  action of a task scored on ``ACTION``, such as telecom's transfer to a human; τ-bench v1, which has no tool
+  types, the reference actions that change its database, v1's own reward measure) *and by the customer*
   (``EnvSession.required_user_writes``: τ² telecom's device fixes, ``Action.requestor == "user"`` and the user
   toolkit's ``ToolType.WRITE``). One is missing when the task holds more of that tool than its side called
   (an errored call counts as made: its failure is not the stop's);

@@ -124,6 +124,17 @@ def test_297_in_telecom_an_agent_write_waits_on_the_confirmation(tau2_backend) -
     assert "the customer's own" not in finding.detail and finding.tags == (ReviewTag.PREMATURE_TERMINATION,)
 
 
+def test_a_task_scored_on_its_actions_requires_the_agents_transfer(tau2_backend) -> None:
+    """τ² telecom's unfixable-line tasks are scored on ``ACTION``: the agent must transfer to a human. A customer
+    that stops while the agent still asks it to check its phone costs that transfer."""
+    ref = next(r for r in tau2_backend.task_refs("telecom", "test") if "contract_end_suspension" in r.task_id)
+    session = tau2_backend.open(ref)
+    assert session.required_writes() == ("transfer_to_human_agents",)  # τ²'s GENERIC tool, required by ACTION
+    ask = "Could you check your network status and tell me what it shows?"
+    (finding,) = run_checks(review_of(session, ask, "Forget it, I'll figure it out myself. ###STOP###"))
+    assert "transfer_to_human_agents" in finding.detail and "waited on its answer" in finding.detail
+
+
 def play_telecom(tau2_backend, qwen25, qwen25_dir, oracle_server_factory, stop_at: int | None):
     """The oracle on telecom test task :data:`TELECOM_USER_ONLY`; the customer acts on the oracle's requests, or
     answers the ``stop_at``-th with a stop."""
