@@ -5,8 +5,8 @@ Drives slime's ``generate_rollout_async`` as ``slime_loop_review.py`` does (its 
 ``generate``, ``tau_user: llm`` on the built-in chat user server), on τ² telecom train tasks whose reference
 solution has a write (τ²'s ``ToolType.WRITE``): the customer's own on its phone (``toggle_airplane_mode``,
 ``reseat_sim_card``...: ``EnvSession.required_user_writes``) and the agent's after them (``enable_roaming``,
-``refuel_data``...). The oracle asks the customer to act on its phone; ``--stop-share`` of those requests are
-answered with a stop (``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the
+``refuel_data``..., or the transfer to a human a task scored on ``ACTION`` requires). The oracle asks the customer to act on its phone; in ``--stop-share`` of the episodes its first
+request is answered with a stop (``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the
 customer ends while the agent waits on it, the write never happens, τ's reward is 0, and the review must call it
 ``premature_stop`` (``premature_termination``, ``critical_hindered``) and make the episode ``user_error``.
 
@@ -65,7 +65,9 @@ def prepare_writes(tmp: Path) -> tuple[Path, Path, int]:
 
 
 def start_customer(share: float, seed: int) -> tuple[Any, str, collections.Counter]:
-    """The chat user server; ``share`` of the oracle's requests to act on the phone are answered with a stop."""
+    """The chat user server; ``share`` of the episodes answer the oracle's first request to act on the phone with a
+    stop (one draw per episode: the unfixable-line tasks ask many times before their transfer, and a draw per request
+    would stop nearly all of them, leaving no clean episode in a group)."""
     from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
     from slime_tau_plugin.tools.servers.customer_faults import EARLY_STOP_LINE
     from slime_tau_plugin.tools.servers.fake_models import ASK_USER
@@ -75,7 +77,8 @@ def start_customer(share: float, seed: int) -> tuple[Any, str, collections.Count
 
     def reply(messages: list[dict], tools: list[dict] | None) -> dict:
         last = messages[-1] if messages else {}
-        if last.get("role") == "user" and ASK_USER in str(last.get("content") or ""):  # the agent waits on it
+        asked = [m for m in messages if m.get("role") == "user" and ASK_USER in str(m.get("content") or "")]
+        if asked and asked[-1] is last and len(asked) == 1:  # the agent waits on it, for the first time
             with lock:
                 draw = rng.random()
             if draw < share:
