@@ -5,10 +5,11 @@ Drives slime's ``generate_rollout_async`` as ``slime_loop_review.py`` does (its 
 ``generate``, ``tau_user: llm`` on the built-in chat user server), on τ² telecom train tasks whose reference
 solution has a write (τ²'s ``ToolType.WRITE``): the customer's own on its phone (``toggle_airplane_mode``,
 ``reseat_sim_card``...: ``EnvSession.required_user_writes``) and the agent's after them (``enable_roaming``,
-``refuel_data``..., or the transfer to a human a task scored on ``ACTION`` requires). The oracle asks the customer to act on its phone; in ``--stop-share`` of the episodes its first
-request is answered with a stop (``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the
-customer ends while the agent waits on it, the write never happens, τ's reward is 0, and the review must call it
-``premature_stop`` (``premature_termination``, ``critical_hindered``) and make the episode ``user_error``.
+``refuel_data``..., or the transfer to a human a task scored on ``ACTION`` requires). The oracle asks the
+customer to act on its phone; in ``--stop-share`` of the episodes its first request is answered with a stop
+(``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the customer ends while the agent waits on it,
+the write never happens, τ's reward is 0, and the review must call it ``premature_stop``
+(``premature_termination``, ``critical_hindered``) and make the episode ``user_error``.
 
 Then ``slime_loop_review.check``: slime's own ``RolloutManager._post_process_rewards`` with our hook, every
 flagged sample FAILED with advantage 0 and loss mask 0, its group's clean samples trained on, the step's review
