@@ -5,7 +5,9 @@ For each τ² domain and τ-bench v1 domain (test splits, the built-in oracle po
 ``customer_faults.EARLY_STOP_LINE`` (``###STOP###``). Ground truth, read without the check: the customer's stop is
 that line (the verdict's ``stop``) and the agent's tool messages (``metadata["messages"]``, each names its tool)
 hold fewer calls of a required write than the task's reference (``EnvSession.required_writes``, τ's own
-classification). Recall over those episodes, precision over the episodes the check flagged. A clean run of each
+classification), or τ's message log (``metadata["tau_messages"]``) fewer of the customer's own device fixes than
+the task requires (``EnvSession.required_user_writes``: τ² telecom).
+Recall over those episodes, precision over the episodes the check flagged. A clean run of each
 set (``tau_user: scripted``, and ``serve-user`` without faults) gives the flags where nothing was injected (goal 0).
 
     PYTHONPATH=$PWD python benchmarks/user_review_stops.py [--rate 0.5] [--out runs/user_review_stops]
@@ -27,18 +29,27 @@ from slime_tau_plugin.engine.envs import get_backend  # noqa: E402
 from slime_tau_plugin.tools.servers.customer_faults import EARLY_STOP_LINE  # noqa: E402
 
 
-def required(benchmark: str, domain: str) -> dict[str, tuple[str, ...]]:
+def required(benchmark: str, domain: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Task id -> (the agent's required writes, the customer's own)."""
     backend = get_backend(benchmark)
-    return {ref.task_id: backend.open(ref).required_writes() for ref in backend.task_refs(domain, "test")}
+    sessions = {ref.task_id: backend.open(ref) for ref in backend.task_refs(domain, "test")}
+    return {task: (s.required_writes(), s.required_user_writes()) for task, s in sessions.items()}
 
 
-def premature(row: dict[str, Any], writes: dict[str, tuple[str, ...]]) -> bool:
+def premature(row: dict[str, Any], writes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> bool:
     """The injected stop came before a required write (independent of the check's own reading)."""
     meta = row["metadata"]
     if EARLY_STOP_LINE not in str((meta.get("tau_review") or {}).get("stop") or ""):
         return False
+    agent, own = writes.get(str(meta.get("task_id")), ((), ()))
     done = Counter(str(m.get("name")) for m in meta.get("messages") or [] if m.get("role") == "tool")
-    return bool(Counter(writes.get(str(meta.get("task_id")), ())) - done)
+    acted = Counter(
+        str(call.get("name"))
+        for m in meta.get("tau_messages") or []
+        if m.get("role") == "user"
+        for call in m.get("tool_calls") or []
+    )
+    return bool(Counter(agent) - done) or bool(Counter(own) - acted)
 
 
 def flagged(row: dict[str, Any]) -> bool:
@@ -73,7 +84,7 @@ def main() -> int:
         totals.update(counts)
         precision = f"{right / len(hit):.3f}" if hit else "n/a"
         lines.append(
-            f"| {benchmark}/{domain} test | {len(writes)} ({sum(bool(w) for w in writes.values())}) | "
+            f"| {benchmark}/{domain} test | {len(writes)} ({sum(bool(a or u) for a, u in writes.values())}) | "
             f"{counts['clean']} | {len(stopped)} | {len(truth)} | {caught} | {len(hit)} | {precision} |"
         )
         print(f"done {benchmark}/{domain}", file=sys.stderr)

@@ -3,11 +3,13 @@
 
 Drives slime's ``generate_rollout_async`` as ``slime_loop_review.py`` does (its server, its slime args, our
 ``generate``, ``tau_user: llm`` on the built-in chat user server), on τ² telecom train tasks whose reference
-solution has an agent write (τ²'s ``ToolType.WRITE``: ``enable_roaming``, ``refuel_data``...) after the customer's
-own phone steps. The oracle asks the customer to act on its phone before it can make that write; ``--stop-share``
-of those requests are answered with a stop (``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the
-customer ends while the agent waits on it, the write never happens, τ's reward is 0, and the review must call it
-``premature_stop`` (``premature_termination``, ``critical_hindered``) and make the episode ``user_error``.
+solution has a write (τ²'s ``ToolType.WRITE``): the customer's own on its phone (``toggle_airplane_mode``,
+``reseat_sim_card``...: ``EnvSession.required_user_writes``) and the agent's after them (``enable_roaming``,
+``refuel_data``..., or the transfer to a human a task scored on ``ACTION`` requires). The oracle asks the
+customer to act on its phone; in ``--stop-share`` of the episodes its first request is answered with a stop
+(``customer_faults.EARLY_STOP_LINE``, ``###STOP###``) instead: the customer ends while the agent waits on it,
+the write never happens, τ's reward is 0, and the review must call it ``premature_stop``
+(``premature_termination``, ``critical_hindered``) and make the episode ``user_error``.
 
 Then ``slime_loop_review.check``: slime's own ``RolloutManager._post_process_rewards`` with our hook, every
 flagged sample FAILED with advantage 0 and loss mask 0, its group's clean samples trained on, the step's review
@@ -36,8 +38,9 @@ DOMAIN = "telecom"
 
 
 def prepare_writes(tmp: Path, rows: list[int]) -> tuple[Path, Path]:
-    """τ² telecom's train rows whose task requires an agent write (``EnvSession.required_writes``), and the eval
-    config ``prepare`` writes; returns (train file, eval config) and appends the rows kept to ``rows``."""
+    """τ² telecom's train rows whose task requires a write, the agent's or the customer's own
+    (``EnvSession.required_writes``, ``required_user_writes``), and the eval config ``prepare`` writes; returns
+    (train file, eval config) and appends the rows kept to ``rows``."""
     from slime_tau_plugin.engine.envs import get_backend
     from slime_tau_plugin.engine.episode.task_ref import TaskRef
 
@@ -53,7 +56,8 @@ def prepare_writes(tmp: Path, rows: list[int]) -> tuple[Path, Path]:
     for line in everything.read_text().splitlines():
         meta = json.loads(line)["metadata"]
         ref: TaskRef | None = refs.get(str(meta.get("task_id")))
-        if ref is not None and backend.open(ref).required_writes():
+        session = backend.open(ref) if ref is not None else None
+        if session is not None and (session.required_writes() or session.required_user_writes()):
             kept.append(line)
     train = tmp / "train.jsonl"
     train.write_text("\n".join(kept) + "\n")
@@ -62,8 +66,10 @@ def prepare_writes(tmp: Path, rows: list[int]) -> tuple[Path, Path]:
 
 
 def start_customer(share: float, seed: int, told: collections.Counter) -> tuple[Any, str]:
-    """The chat user server; ``share`` of the oracle's requests to act on the phone are answered with a stop
-    (counted in ``told``). Returns (server, base URL)."""
+    """The chat user server; ``share`` of the episodes answer the oracle's first request to act on the phone with a
+    stop, counted in ``told`` (one draw per episode: the unfixable-line tasks ask many times before their transfer,
+    and a draw per request would stop nearly all of them, leaving no clean episode in a group). Returns (server,
+    base URL)."""
     from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer, scripted_user_reply
     from slime_tau_plugin.tools.servers.customer_faults import EARLY_STOP_LINE
     from slime_tau_plugin.tools.servers.fake_models import ASK_USER
@@ -72,7 +78,8 @@ def start_customer(share: float, seed: int, told: collections.Counter) -> tuple[
 
     def reply(messages: list[dict], tools: list[dict] | None) -> dict:
         last = messages[-1] if messages else {}
-        if last.get("role") == "user" and ASK_USER in str(last.get("content") or ""):  # the agent waits on it
+        asked = [m for m in messages if m.get("role") == "user" and ASK_USER in str(m.get("content") or "")]
+        if asked and asked[-1] is last and len(asked) == 1:  # the agent waits on it, for the first time
             with lock:
                 draw = rng.random()
             if draw < share:

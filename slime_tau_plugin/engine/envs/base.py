@@ -163,8 +163,20 @@ class EnvSession(ABC):
         """The tools of the task's reference actions by the agent that τ classes as writes, one per action.
 
         What a customer must not stop before (``review/stops.py``). τ's own classification, never a list of ours:
-        τ²'s ``ToolType.WRITE``; τ-bench v1 (no tool types) the reference actions that change its database.
-        Empty where the backend cannot say (then no stop is judged premature).
+        τ²'s ``ToolType.WRITE`` (and every reference action of a task whose ``reward_basis`` holds ``ACTION``: τ²
+        then checks each was called, e.g. telecom's ``transfer_to_human_agents``); τ-bench v1 (no tool types) the
+        reference actions that change its database. Empty where the backend cannot say (then no stop is judged
+        premature).
+        """
+        return ()
+
+    def required_user_writes(self) -> tuple[str, ...]:
+        """The tools of the task's reference actions by the *customer* that τ classes as writes, one per action.
+
+        τ² telecom's device fixes (``toggle_airplane_mode``, ``reseat_sim_card``...: ``Action.requestor ==
+        "user"``, the user toolkit's ``ToolType.WRITE``), only those the customer has (a τ³ task may restrict its
+        tools). A customer that stops instead of doing one stops before its task's write (``review/stops.py``).
+        Empty where the customer has no tools (τ² retail and airline, τ-bench v1).
         """
         return ()
 

@@ -92,13 +92,28 @@ class Tau2Session(EnvSession):
         return toolkit.tool_type(tool) == "read"
 
     def required_writes(self) -> tuple[str, ...]:
-        toolkit = self.env.tools
+        return self._required("assistant", self.env.tools)
+
+    def required_user_writes(self) -> tuple[str, ...]:
+        if not self.user_tools:
+            return ()
+        return self._required("user", self.env.user_tools)
+
+    def _required(self, requestor: str, toolkit: Any) -> tuple[str, ...]:
+        """``requestor``'s reference actions τ's reward needs: those its toolkit types ``ToolType.WRITE`` (they
+        change what τ compares), and every one when the task's ``reward_basis`` holds ``ACTION`` (τ² then checks
+        each was called: telecom's ``transfer_to_human_agents``, a ``GENERIC`` tool)."""
         if toolkit is None:
             return ()
+        criteria = getattr(self.task, "evaluation_criteria", None)
+        by_action = criteria is not None and any(getattr(b, "value", b) == "ACTION" for b in criteria.reward_basis)
         return tuple(
             a.name
             for a in self.script.gold_actions
-            if a.requestor == "assistant" and toolkit.has_tool(a.name) and toolkit.tool_type(a.name) == "write"
+            if a.requestor == requestor
+            and toolkit.has_tool(a.name)
+            and (requestor == "assistant" or self._user_tool_allowed(a.name))
+            and (by_action or toolkit.tool_type(a.name) == "write")
         )
 
     def state_hash(self) -> str:

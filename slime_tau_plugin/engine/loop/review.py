@@ -40,7 +40,9 @@ def review_input(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSetting
     history = session.history if session is not None else None
     first = prompt_messages(history) - (1 if history is None else 0)  # the simulator's opening itself is reviewed
     outputs = ep.user.tool_outputs() if ep.user is not None else ()
-    calls = tuple(a.name for a in session.log if a.kind is ActionKind.AGENT) if session is not None else ()
+    log = session.log if session is not None else ()
+    calls = tuple(a.name for a in log if a.kind is ActionKind.AGENT)
+    own = tuple(a.name for a in log if a.kind is ActionKind.USER)  # the customer's device actions
     tools = [json.dumps(tool) for tool in session.user_tools] if session is not None else []  # it sees its tools
     return ReviewInput(
         instructions=session.script.user_instructions if session is not None else "",
@@ -52,14 +54,18 @@ def review_input(ep: LiveEpisode, result: EpisodeResult, settings: ReviewSetting
         stop=stop_words(ep, result),
         required_writes=session.required_writes() if session is not None else (),
         agent_calls=calls,
+        required_user_writes=session.required_user_writes() if session is not None else (),
+        user_calls=own,
     )
 
 
 def stop_words(ep: LiveEpisode, result: EpisodeResult) -> str | None:
-    """The simulated customer's last words when it ended the episode, else None (a stop in the task's own history
-    is τ's, not the simulator's). τ never shows a stop to the agent, so it is not in ``result.messages``: the LLM
-    user keeps it as its last message; the scripted user's stop is the marker alone."""
-    if result.termination is not TerminationReason.USER_STOP or ep.ended is not None:
+    """The simulated customer's last words when it ended the episode, else None. An episode that ended before the
+    model's first turn (a stop in the task's own history, τ's, not the simulator's) has none: every other ending
+    sets ``ep.ended`` too (``LiveEpisode.end``), so the model's turns tell them apart. τ never shows a stop to the
+    agent, so it is not in ``result.messages``: the LLM user keeps it as its last message; the scripted user's stop
+    is the marker alone."""
+    if result.termination is not TerminationReason.USER_STOP or ep.num_turns == 0:
         return None
     history = ep.user.history if isinstance(ep.user, LLMUser) else None
     if history and history[-1].get("role") == "assistant":

@@ -62,6 +62,11 @@ class ReviewInput:
     """The tools of the task's reference writes by the agent, as τ classes them (``EnvSession.required_writes``)."""
     agent_calls: tuple[str, ...] = ()
     """The tools the agent called, in order (errors included)."""
+    required_user_writes: tuple[str, ...] = ()
+    """The tools of the task's reference writes by the customer (τ² telecom's device fixes:
+    ``EnvSession.required_user_writes``)."""
+    user_calls: tuple[str, ...] = ()
+    """The tools the customer ran on its own device, in order (errors included)."""
 
     @property
     def passed(self) -> bool:

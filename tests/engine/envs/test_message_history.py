@@ -166,6 +166,7 @@ def test_the_model_and_the_user_start_from_the_history_as_in_tau2_orchestrator(r
             assert session.history.first_move is FirstMove.USER_STOPPED
             assert (result.termination, prompts, user_requests) == (TerminationReason.USER_STOP, [], [])
             assert result.reward == session.reference_reward(result.termination).reward
+            assert result.review is not None and result.review.stop is None  # τ's stop, not the simulator's
             continue
         assert FIRST_MOVES[theirs.first] is session.history.first_move, ref.task_id
         assert result.error is None and result.termination is TerminationReason.MAX_TURNS, result.error
