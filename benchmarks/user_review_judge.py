@@ -161,18 +161,23 @@ def _ratio(a: int, b: int) -> str:
 
 
 def quality(rows: list[dict], truths: list[Truth], faults_set: str) -> tuple[list[str], dict[str, Any]]:
-    """The recall/precision tables over judged episodes (the judge beside the deterministic checks), headlines."""
-    judged = [(r, t) for r, t in zip(rows, truths, strict=True) if review(r).get("judged")]
+    """The recall/precision tables (the judge beside the deterministic checks), headlines. Recall is over the
+    episodes the judge was asked about: a reply that failed to parse caught nothing."""
+    pairs = list(zip(rows, truths, strict=True))
+    asked = [(r, t) for r, t in pairs if review(r).get("judged") or review(r).get("judge_error")]
+    judged = [(r, t) for r, t in asked if review(r).get("judged")]
     lines = [
-        "| fault kind | judged episodes with it | judge caught | judge recall | checks caught | checks recall |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| fault kind | episodes with it (judge asked) | judged | judge caught | judge recall | checks caught | "
+        "checks recall |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for kind in KINDS[faults_set]:
-        having = [(r, t) for r, t in judged if any(kind in ks for ks in t.values())]
+        having = [(r, t) for r, t in asked if any(kind in ks for ks in t.values())]
+        parsed = sum(bool(review(r).get("judged")) for r, _ in having)
         by_judge = sum(any(kind in t.get(f["message_index"], ()) for f in judge_findings(r)) for r, t in having)
         by_checks = sum(any(kind in t.get(f["message_index"], ()) for f in check_findings(r)) for r, t in having)
         lines.append(
-            f"| {kind} | {len(having)} | {by_judge} | {_ratio(by_judge, len(having))} | {by_checks} | "
+            f"| {kind} | {len(having)} | {parsed} | {by_judge} | {_ratio(by_judge, len(having))} | {by_checks} | "
             f"{_ratio(by_checks, len(having))} |"
         )
     lines += ["", "| τ² tag | judge findings | at a fault it names | precision |", "|---|---:|---:|---:|"]
@@ -184,12 +189,13 @@ def quality(rows: list[dict], truths: list[Truth], faults_set: str) -> tuple[lis
         tag for r, _ in judged for f in judge_findings(r) for tag in f.get("tags", ()) if tag not in TAG_OF[faults_set]
     )
     every = [(t, f) for r, t in judged for f in judge_findings(r)]
-    checks = [(t, f) for r, t in judged for f in check_findings(r)]
-    clean = [r for r, t in judged if not t]
+    checks = [(t, f) for r, t in asked for f in check_findings(r)]
+    clean = [r for r, t in asked if not t]
     failures = Counter(failure_kind(str(review(r).get("judge_error"))) for r in rows if review(r).get("judge_error"))
     unparsed = sum(n for why, n in failures.items() if why != "timeout or transport")
     numbers = {
         "episodes": len(rows),
+        "asked": len(asked),
         "judged": len(judged),
         "failures": dict(failures),
         "parse_rate": _ratio(len(judged), len(judged) + unparsed),
@@ -220,7 +226,10 @@ def cost(rows: list[dict[str, Any]], served: list[dict[str, Any]]) -> list[str]:
     model's own seconds per request where the endpoint reports them."""
     asked = [r for r in rows if review(r).get("judged") or review(r).get("judge_error")]
     parts = [(r["metadata"].get("tau_user_cost") or {}) for r in asked]
-    lines = ["| per episode judged | mean | median | max | the customer's own (mean) |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| per episode the judge was asked | mean | median | max | the customer's own (mean) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, key in (
         ("requests", "requests"),
         ("prompt tokens", "prompt_tokens"),
@@ -366,10 +375,11 @@ def main() -> int:
     print("\n".join(table))
     print()
     print(
-        f"judged {numbers['judged']} of {numbers['episodes']}; judge failures {numbers['failures']}; parse rate "
+        f"judge asked on {numbers['asked']} of {numbers['episodes']} episodes, judged {numbers['judged']}; "
+        f"failures {numbers['failures']}; parse rate "
         f"{numbers['parse_rate']}; {numbers['findings']} judge findings, {numbers['position_precision']} of them at "
         f"an injected fault (other tags {numbers['other_tags']}); the checks: {numbers['check_findings']} findings, "
-        f"{numbers['check_precision']} at an injected fault; clean judged episodes {numbers['clean_episodes']}, "
+        f"{numbers['check_precision']} at an injected fault; clean episodes (judge asked) {numbers['clean_episodes']}, "
         f"flagged by the judge {numbers['clean_flagged']}"
     )
     print()
