@@ -21,10 +21,11 @@ OUT=${OUT:-runs/judge_gpu}
 JUDGE_PYTHON=${JUDGE_PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
 TASKS=${TASKS:-}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-1024}
 mkdir -p "$OUT"
 
 "$JUDGE_PYTHON" benchmarks/judge_model_server.py --model "$MODEL" ${GGUF:+--gguf-file "$GGUF"} --name "$NAME" \
-    --port "$PORT" --device "$DEVICE" --max-new-tokens 1024 --log-replies "$OUT/replies.jsonl" >"$OUT/server.log" 2>&1 &
+    --port "$PORT" --device "$DEVICE" --max-new-tokens "$MAX_NEW_TOKENS" --log-replies "$OUT/replies.jsonl" >"$OUT/server.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
 until curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null; do

@@ -346,6 +346,7 @@ def main() -> int:
     url = judge.base_url if judge is not None else (ns.judge_url or "")
     rows: list[dict] = []
     truths: list[Truth] = []
+    before = 0 if ns.rescore else len(server_stats(url))  # a server kept up across runs: only this run's requests
     t0 = time.monotonic()
     try:
         for item in ns.sets.split(","):
@@ -360,7 +361,7 @@ def main() -> int:
     finally:
         if judge is not None:
             judge.stop()
-    served = [] if ns.rescore else server_stats(url)
+    served = [] if ns.rescore else server_stats(url)[before:]
     if served:
         (out / "server_stats.json").write_text(json.dumps(served))
     elif (out / "server_stats.json").exists():
