@@ -1,0 +1,162 @@
+"""The service's asks and stances in a customer message: what ``speech_acts.py`` reads besides offers and reports.
+
+A customer asks the agent questions, apologises for itself and quotes policy it read; the service asks the *other
+side* to choose among its options ("which of your orders ...", "would you prefer a refund to the original payment
+method or a gift card?"), asks for the yes/no a write needs ("shall I go ahead and submit it?"), apologises for the
+company's failure, states policy as the company ("our policy", "we can only ...", "I'm not able to modify an order
+once ..."), and tells the other side what to do on its phone (τ² telecom's agent). Each is read off who is asked,
+whose wish or device it is, and whether the speaker's own things are in the sentence (then it is the customer's):
+
+- ``ask``: a question to ``you`` about a wish (like, prefer, want, wish, 'd rather), not about what the other side
+  wants the *speaker* to do or hand over (``me``, ``my``, an identifier); "may I ask the reason"; or a first-person
+  modal question before a write ("shall I go ahead", "should I proceed", "would you like me to proceed", "do you
+  want me to cancel"; not "can we proceed?", which real customers ask);
+  a yes/no demanded ("(yes/no)", "confirm with a yes", "your permission");
+- ``apologize``: an apology whose object is the other side's ("your order", "caused you", "for you") or whose
+  speaker is the company ("we apologize", "on our end", "with us"), with no own fault ("I forgot", "my mistake");
+  empathy with the other side's feelings ("how frustrating this must be"). "Sorry for the inconvenience" alone is
+  not: real customers apologise for it too;
+- ``policy``: "our policy/policies/rules"; ``we`` + a limit (can only, cannot, don't allow) on a service verb, no
+  ``our``/``my`` thing; ``I`` + a refusal (not able, unable, can't, afraid I can't) on a service verb and a generic
+  or the other side's record, outside a question;
+- ``instruct``: a request or imperative (please, could you, go to, next) of a device verb (restart, toggle, turn on,
+  run, open) on the other side's device ("your phone", "airplane mode", "a speed test"), with no ``I``/``my``: a
+  customer reports its own doings in the first person ("I went to settings and toggled airplane mode").
+
+Imports only ``speech_words`` (the service verbs, device words).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from slime_tau_plugin.engine.review import speech_words as w
+
+__all__ = ["asks_and_stances"]
+
+OWN = {"i", "my", "mine", "me", "i'm", "i've", "i'd", "i'll", "myself", "im", "ive"}
+WISH = {"like", "prefer", "want", "wish", "rather"}
+WRITES = set(
+    "proceed go submit process cancel finalize book modify change update exchange return refund place apply make "
+    "complete issue confirm continue execute rebook upgrade downgrade".split()
+)
+"""What needs the other side's yes before the service does it."""
+HANDED = {"number", "id", "email", "zip", "code", "name", "address", "details", "screenshot", "receipt"}
+"""What a customer offers to hand over ("would you like the order number?")."""
+DEVICE_VERBS = set("restart reboot toggle turn switch run open tap go check enable disable reset reinsert".split())
+HELD = re.compile(
+    r"\b(?:your (?:phone|device|settings|sim|apn|wifi|wi-fi|mobile data|data|airplane|roaming|screen|status bar|"
+    r"network settings|app|apps|battery|router|modem)|airplane mode|speed test|status bar|sim card|apn settings|"
+    r"data roaming|wi-fi calling|wifi calling|mobile data)\b"
+)
+"""The other side's device: only the customer holds it."""
+REQUEST = re.compile(r"^(?:(?:next|now|then|first|okay|ok|alright|great|so|and)\s+)*(?:please\s+)?(?:\w+)")
+ASK_YOU = re.compile(r"\b(?:could|can|would|will) you(?: please| kindly| now| also| first)* (\w+)")
+APOLOGY = re.compile(r"\b(?:sorry|apologi[sz]e|apologies|regret)\b")
+OWN_FAULT = {"forgot", "meant", "gave", "misspoke", "mistake", "wrong", "typo", "misread", "remember"}
+EMPATHY = re.compile(
+    r"\b(?:must be|imagine how|understand how) (?:so |very |really )?(?:frustrating|stressful|upsetting)\b"
+    r"|\bhow (?:frustrating|stressful|upsetting) (?:this|that|it) must be\b"
+)
+POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b")
+WE_LIMIT = re.compile(r"\bwe (?:can only|cannot|can't|are unable to|are not able to|don't|do not|only) (\w+)")
+I_REFUSE = re.compile(
+    r"\b(?:i'm not able to|i am not able to|i'm unable to|i am unable to|i can't|i cannot|i won't be able to)"
+    r"(?: actually| currently)? (\w+)"
+)
+LIMIT_VERBS = w.FORMS.keys() | {"allow", "permit", "accept", "offer", "honor", "waive", "refund", "provide"}
+YESNO = re.compile(r"\byes ?/ ?no\b|\(yes or no\)|\bwith a (?:yes|no)\b|\banswer yes or no\b|\byour permission\b")
+REPLY = re.compile(r"\b(?:let me know|tell me|i understand)\b")
+TRIP = re.compile(r"\bwill (?:you )?be (?:traveling|travelling|flying)\b")
+SELF_WRITE = re.compile(r"\b(?:shall|should) i (\w+)|\b(?:like|want|need) me to (\w+)")
+
+
+def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
+    """The acts in one lowercased sentence (``tokens``: its words and ``?``): ask, apologize, policy, instruct."""
+    acts: set[str] = set()
+    spoken = REPLY.sub(" ", sentence)  # "let me know", "tell me": the speaker asks to be told, not its own things
+    own = bool(OWN.intersection(REPLY.sub(" ", " ".join(tokens)).split()))
+    question = tokens[-1:] == ["?"]
+    device = bool(w.DEVICE.intersection(tokens))
+    if question and _asks_wish(tokens) or (question and _asks_write(sentence, device)) or YESNO.search(sentence):
+        acts.add("ask")
+    if question and TRIP.search(sentence) and not own:
+        acts.add("ask")  # "how many passengers will be traveling?"
+    if "may i ask" in sentence and not {"my", "mine"}.intersection(tokens) and not device:
+        acts.add("ask")  # "may I ask the reason for the cancellation?"
+    if _apologizes(sentence, tokens) or EMPATHY.search(sentence) and not {"my", "me", "mine"}.intersection(tokens):
+        acts.add("apologize")
+    if POLICY.search(sentence) or _limits(sentence, tokens, question, own):
+        acts.add("policy")
+    if not own and HELD.search(spoken) and _instructs(spoken):
+        acts.add("instruct")
+    return acts
+
+
+def _asks_wish(tokens: list[str]) -> bool:
+    """A question about the other side's wish: ``you`` (``you'd``) then a wish verb, not followed by ``me``/``my``
+    (what the other side wants the speaker to do or give) nor by an identifier the speaker hands over."""
+    for k, token in enumerate(tokens):
+        if token in {"you", "you'd"} and any(t in WISH for t in tokens[k + 1 : k + 3]):
+            rest = tokens[k + 1 : k + 12]
+            if {"me", "my", "mine", "i"}.intersection(rest) or HANDED.intersection(rest):
+                return False
+            return True
+    return False
+
+
+def _asks_write(sentence: str, device: bool) -> bool:
+    """The speaker asks for the go-ahead of its own write: "shall I go ahead and submit it?", "would you like me to
+    proceed?", not "should I restart my phone?" (a device) nor "shall I send you the order number?"."""
+    if device or re.search(r"\bmy\b|\bmine\b", sentence):
+        return False
+    for m in SELF_WRITE.finditer(sentence):
+        verb = w.FORMS.get(m.group(1) or m.group(2) or "", m.group(1) or m.group(2))
+        if verb in WRITES:
+            return True
+    return False
+
+
+def _apologizes(sentence: str, tokens: list[str]) -> bool:
+    """An apology for the other side's trouble or the company's failure, none of the speaker's own fault."""
+    m = APOLOGY.search(sentence)
+    if m is None:
+        return False
+    rest = w.TOKENS.findall(REPLY.sub(" ", sentence[m.end() :]))
+    if OWN.intersection(rest) or OWN_FAULT.intersection(rest):
+        return False  # "sorry, I forgot my order number", "I apologize, I gave you the wrong zip"
+    company = tokens[:1] in (["we"], ["we're"], ["our"]) or "on our end" in sentence or "with us" in sentence
+    theirs = "your" in rest or "caused you" in sentence or "for you" in sentence
+    return company or theirs
+
+
+def _limits(sentence: str, tokens: list[str], question: bool, own: bool) -> bool:
+    """Policy in the company's mouth: "we can only refund to ...", "I'm not able to modify an order once ..."."""
+    if question:
+        return False
+    m = WE_LIMIT.search(sentence)
+    if m and m.group(1) in LIMIT_VERBS and not {"our", "my", "ourselves"}.intersection(tokens):
+        return True
+    m = I_REFUSE.search(sentence)
+    if m is None or m.group(1) not in LIMIT_VERBS or w.DEVICE.intersection(tokens):
+        return False
+    rest = sentence[m.end() :].split()[:6]
+    if {"my", "mine", "website", "online", "app", "myself"}.intersection(rest):
+        return False
+    generic = any(a in {"a", "an", "any"} and b in w.RECORDS for a, b in itertools.pairwise(rest))
+    return generic or "your" in rest
+
+
+def _instructs(sentence: str) -> bool:
+    """A request or an imperative of a device verb: "please toggle ...", "could you restart ...", "go into ..."."""
+    m = REQUEST.match(sentence.strip())
+    first = m.group(0).split()[-1] if m else ""
+    if first in DEVICE_VERBS:
+        return True  # an imperative: "go to your settings and turn on data roaming"
+    asked = ASK_YOU.search(sentence)
+    if asked and asked.group(1) in DEVICE_VERBS:
+        return True  # "could you please restart your device and ..."
+    return bool(re.search(r"\bplease (?:\w+ )?(\w+)", sentence)) and any(
+        f"please {v}" in sentence for v in DEVICE_VERBS
+    )

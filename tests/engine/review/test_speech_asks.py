@@ -1,0 +1,95 @@
+"""The service's asks and stances in a customer message (issue 40 §2, third attempt): asking the other side to
+choose or to say yes before a write, apologising for the company, stating policy as the company, telling the other
+side what to do on its phone. Each feature has its customer side: a real customer asks, apologises for itself,
+quotes policy it read and reports what it did on its own phone."""
+
+from __future__ import annotations
+
+import pytest
+
+from slime_tau_plugin.engine.review.speech_acts import agent_acts
+
+AGENT = [
+    # the other side's choice among its options or records
+    ("Which of your orders would you like to return?", "ask"),
+    ("Would you prefer a refund to the original payment method or a gift card?", "ask"),
+    ("Which payment method would you like the refund to go to?", "ask"),
+    ("Could you tell me which reservation you'd like to change?", "ask"),
+    ("What would you like to exchange it for?", "ask"),
+    ("May I ask the reason for the cancellation?", "ask"),
+    ("How many passengers will be traveling, and in which cabin?", "ask"),
+    # the yes/no before a write
+    ("Shall I submit the return request now?", "ask"),
+    ("Should I proceed with the exchange? Please answer yes or no.", "ask"),
+    ("Do you want me to cancel the whole order or just the one item?", "ask"),
+    ("Just to confirm, would you like me to proceed with these changes (yes/no)?", "ask"),
+    ("Please confirm with a yes if you'd like me to go ahead.", "ask"),
+    ("Do I have your permission to make this change?", "ask"),
+    # apologising for the company's failure, to the other side
+    ("We apologize for the delay with your order.", "apologize"),
+    ("I'm sorry about the mix-up on our end.", "apologize"),
+    ("Sorry for any confusion this may have caused you.", "apologize"),
+    ("My apologies for the trouble with your reservation.", "apologize"),
+    ("I'm sorry for the trouble; I understand how frustrating this must be.", "apologize"),
+    # policy as the company
+    ("Our policy only allows one exchange per order.", "policy"),
+    ("We can only refund to the original payment method.", "policy"),
+    ("Unfortunately we cannot change basic economy flights.", "policy"),
+    ("Unfortunately, I'm not able to modify an order once it has been delivered.", "policy"),
+    ("I'm afraid I can't process a refund for a delivered order.", "policy"),
+    # the other side's device
+    ("Please toggle your airplane mode off and on.", "instruct"),
+    ("Go to your settings and turn on data roaming.", "instruct"),
+    ("Could you please restart your device and let me know what the status bar shows?", "instruct"),
+    ("Next, could you run a speed test and tell me the result?", "instruct"),
+    ("Please check your APN settings and let me know what they say.", "instruct"),
+]
+
+CUSTOMER = [
+    # customers' own questions
+    "Which option is cheaper?",
+    "Would a gift card be faster?",
+    "Which of my orders has the blender in it?",
+    "Can I get the refund on a gift card instead?",
+    "Do you want my user id or my email?",
+    "Do you want me to read you the order number?",
+    "Shall I send you the order number?",
+    "Can you tell me which flight is earlier?",
+    "What are my options here?",
+    # real gpt-4 customers (τ-bench trajectories) a draft of the check flagged
+    "Can we proceed with the downgrade now?",
+    "I'm sorry, but I don't remember my reservation ID. Can we proceed without it?",
+    "I noticed a potential policy where only one certificate might be used per reservation. How should we proceed?",
+    "If basic economy can't be changed, can we cancel the current booking and book a new one instead?",
+    "I'm not entirely sure about the IATA code for my local airport. I apologize for the inconvenience.",
+    "This is really frustrating. Are there truly no other options available?",
+    "Thank you for your patience!",
+    # apologies for itself
+    "Sorry, I forgot my order number.",
+    "Sorry for the confusion, I meant the other order.",
+    "I apologize, I gave you the wrong zip code.",
+    # policy it read or its own limits
+    "Your policy says I can return within 30 days.",
+    "The website said you can only refund to the original payment method.",
+    "I'm not able to cancel the order on the website myself.",
+    "We can only travel on Monday.",
+    # its own phone
+    "Do I need to restart my phone?",
+    "Should I restart my phone first?",
+    "Should I go ahead and restart the device?",
+    "I went to settings and toggled airplane mode.",
+    "I turned airplane mode off and restarted my phone, still no signal.",
+    "Okay, I toggled it. What should I do next?",
+    "I'm not able to find the setting on my phone.",
+]
+
+
+@pytest.mark.parametrize(("text", "act"), AGENT)
+def test_the_services_asks_and_stances_are_found(text: str, act: str) -> None:
+    assert act in agent_acts(text), agent_acts(text)
+    assert act in agent_acts(f"Okay, thanks. {text.lower().rstrip('.')}")  # mid-message, lowercase
+
+
+@pytest.mark.parametrize("text", CUSTOMER)
+def test_a_customers_questions_apologies_and_own_device_are_not_the_services(text: str) -> None:
+    assert agent_acts(text) == []
