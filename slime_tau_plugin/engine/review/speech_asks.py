@@ -47,11 +47,11 @@ HANDED = {"number", "id", "email", "zip", "code", "name", "address", "details", 
 DEVICE_VERBS = set("restart reboot toggle turn switch run open tap go check enable disable reset reinsert".split())
 HELD = re.compile(
     r"\b(?:your (?:phone|device|settings|sim|apn|wifi|wi-fi|mobile data|data|airplane|roaming|screen|status bar|"
-    r"network settings|app|apps|battery|router|modem)|airplane mode|speed test|status bar|sim card|apn settings|"
-    r"data roaming|wi-fi calling|wifi calling|mobile data)\b"
+    r"network settings|app|apps|battery|router|modem)|airplane mode|network settings|speed test|status bar|"
+    r"sim card|apn settings|data roaming|wi-fi calling|wifi calling|mobile data)\b"
 )
 """The other side's device: only the customer holds it."""
-REQUEST = re.compile(r"^(?:(?:next|now|then|first|okay|ok|alright|great|so|and)\s+)*(?:please\s+)?(?:\w+)")
+REQUEST = re.compile(r"^(?:(?:next|now|then|first|okay|ok|alright|great|so|and)\s+)*(?:please\s+)?(?:try\s+)?(?:\w+)")
 ASK_YOU = re.compile(r"\b(?:could|can|would|will) you(?: please| kindly| now| also| first)* (\w+)")
 APOLOGY = re.compile(r"\b(?:sorry|apologi[sz]e|apologies|regret)\b")
 OWN_FAULT = {"forgot", "meant", "gave", "misspoke", "mistake", "wrong", "typo", "misread", "remember"}
@@ -60,14 +60,17 @@ EMPATHY = re.compile(
     r"|\bhow (?:frustrating|stressful|upsetting) (?:this|that|it) must be\b"
 )
 POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b")
-WE_LIMIT = re.compile(r"\bwe (?:can only|cannot|can't|are unable to|are not able to|don't|do not|only) (\w+)")
+WE_LIMIT = re.compile(r"\bwe(?:'re| are)? (?:can only|cannot|can't|unable to|not able to|don't|do not|only) (\w+)")
 I_REFUSE = re.compile(
     r"\b(?:i'm not able to|i am not able to|i'm unable to|i am unable to|i can't|i cannot|i won't be able to)"
     r"(?: actually| currently)? (\w+)"
 )
 LIMIT_VERBS = w.FORMS.keys() | {"allow", "permit", "accept", "offer", "honor", "waive", "refund", "provide"}
-YESNO = re.compile(r"\byes ?/ ?no\b|\(yes or no\)|\bwith a (?:yes|no)\b|\banswer yes or no\b|\byour permission\b")
-REPLY = re.compile(r"\b(?:let me know|tell me|i understand)\b")
+YESNO = re.compile(
+    r"\byes ?/ ?no\b|\bdo you (?:agree|accept|consent) to\b|\(yes or no\)|\bwith a (?:yes|no)\b"
+    r"|\banswer yes or no\b|\byour permission\b"
+)
+REPLY = re.compile(r"\b(?:let me know|tell me|i understand|call me back|get back to me)\b")
 TRIP = re.compile(r"\bwill (?:you )?be (?:traveling|travelling|flying)\b")
 SELF_WRITE = re.compile(r"\b(?:shall|should) i (\w+)|\b(?:like|want|need) me to (\w+)")
 
@@ -127,7 +130,7 @@ def _apologizes(sentence: str, tokens: list[str]) -> bool:
     if OWN.intersection(rest) or OWN_FAULT.intersection(rest):
         return False  # "sorry, I forgot my order number", "I apologize, I gave you the wrong zip"
     company = tokens[:1] in (["we"], ["we're"], ["our"]) or "on our end" in sentence or "with us" in sentence
-    theirs = "your" in rest or "caused you" in sentence or "for you" in sentence
+    theirs = "your" in rest or bool(re.search(r"\bcaused (?:to )?you\b|\bfor you\b", sentence))
     return company or theirs
 
 
@@ -152,6 +155,7 @@ def _instructs(sentence: str) -> bool:
     """A request or an imperative of a device verb: "please toggle ...", "could you restart ...", "go into ..."."""
     m = REQUEST.match(sentence.strip())
     first = m.group(0).split()[-1] if m else ""
+    first = first[:-3] if first.endswith("ing") and m and " try " in f" {m.group(0)} " else first  # try turning
     if first in DEVICE_VERBS:
         return True  # an imperative: "go to your settings and turn on data roaming"
     asked = ASK_YOU.search(sentence)

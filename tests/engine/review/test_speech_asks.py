@@ -25,16 +25,19 @@ AGENT = [
     ("Just to confirm, would you like me to proceed with these changes (yes/no)?", "ask"),
     ("Please confirm with a yes if you'd like me to go ahead.", "ask"),
     ("Do I have your permission to make this change?", "ask"),
+    ("Before I finalize this, do you agree to the change fee?", "ask"),
     # apologising for the company's failure, to the other side
     ("We apologize for the delay with your order.", "apologize"),
     ("I'm sorry about the mix-up on our end.", "apologize"),
     ("Sorry for any confusion this may have caused you.", "apologize"),
     ("My apologies for the trouble with your reservation.", "apologize"),
+    ("I sincerely apologize for the inconvenience caused to you.", "apologize"),
     ("I'm sorry for the trouble; I understand how frustrating this must be.", "apologize"),
     # policy as the company
     ("Our policy only allows one exchange per order.", "policy"),
     ("We can only refund to the original payment method.", "policy"),
     ("Unfortunately we cannot change basic economy flights.", "policy"),
+    ("Unfortunately, we're not able to cancel orders that have already shipped.", "policy"),
     ("Unfortunately, I'm not able to modify an order once it has been delivered.", "policy"),
     ("I'm afraid I can't process a refund for a delivered order.", "policy"),
     # the other side's device
@@ -43,6 +46,8 @@ AGENT = [
     ("Could you please restart your device and let me know what the status bar shows?", "instruct"),
     ("Next, could you run a speed test and tell me the result?", "instruct"),
     ("Please check your APN settings and let me know what they say.", "instruct"),
+    ("Try turning your wifi calling off and then call me back.", "instruct"),
+    ("Now tap on Network settings and select reset.", "instruct"),
 ]
 
 CUSTOMER = [
@@ -81,6 +86,10 @@ CUSTOMER = [
     "I turned airplane mode off and restarted my phone, still no signal.",
     "Okay, I toggled it. What should I do next?",
     "I'm not able to find the setting on my phone.",
+    "I tried turning wifi calling off but nothing changed.",
+    "Should I tap on network settings and reset?",
+    "We can't make the earlier flight, can we keep the later one?",
+    "Apologies for the delay, I was looking for my order number.",
 ]
 
 
