@@ -39,7 +39,7 @@ OWN = {"i", "my", "mine", "me", "i'm", "i've", "i'd", "i'll", "myself", "im", "i
 WISH = {"like", "prefer", "want", "wish", "rather"}
 WRITES = set(
     "proceed go submit process cancel finalize book modify change update exchange return refund place apply make "
-    "complete issue confirm continue execute rebook upgrade downgrade".split()
+    "complete issue execute rebook upgrade downgrade".split()
 )
 """What needs the other side's yes before the service does it."""
 HANDED = {"number", "id", "email", "zip", "code", "name", "address", "details", "screenshot", "receipt"}
@@ -60,7 +60,7 @@ EMPATHY = re.compile(
     r"|\bhow (?:frustrating|stressful|upsetting) (?:this|that|it) must be\b"
 )
 POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b")
-WE_LIMIT = re.compile(r"\bwe(?:'re| are)? (?:can only|cannot|can't|unable to|not able to|don't|do not|only) (\w+)")
+WE_LIMIT = re.compile(r"\bwe(?:'re| are)? (?:can only|cannot|can't|unable to|not able to|don't|do not) (\w+)")
 I_REFUSE = re.compile(
     r"\b(?:i'm not able to|i am not able to|i'm unable to|i am unable to|i can't|i cannot|i won't be able to)"
     r"(?: actually| currently)? (\w+)"
@@ -70,9 +70,13 @@ YESNO = re.compile(
     r"\byes ?/ ?no\b|\bdo you (?:agree|accept|consent) to\b|\(yes or no\)|\bwith a (?:yes|no)\b"
     r"|\banswer yes or no\b|\byour permission\b"
 )
+TOLD = {"know", "hear", "see", "have"}
+"""After a wish: the speaker offers to tell or show ("what would you like to know?"), which a customer does."""
+THEIR_OWN = w.COMPANY_NOUNS | {"question", "message", "answer", "reply", "last", "previous"}
+"""After an apology's ``your``: the company's or the conversation's thing ("sorry, your website was down")."""
 REPLY = re.compile(r"\b(?:let me know|tell me|i understand|call me back|get back to me)\b")
 TRIP = re.compile(r"\bwill (?:you )?be (?:traveling|travelling|flying)\b")
-SELF_WRITE = re.compile(r"\b(?:shall|should) i (\w+)|\b(?:like|want|need) me to (\w+)")
+SELF_WRITE = re.compile(r"\bshall i (\w+)|\b(?:like|want) me to (\w+)|\bshould i (go ahead|proceed)\b")
 
 
 def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
@@ -88,7 +92,12 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
         acts.add("ask")  # "how many passengers will be traveling?"
     if "may i ask" in sentence and not {"my", "mine"}.intersection(tokens) and not device:
         acts.add("ask")  # "may I ask the reason for the cancellation?"
-    if _apologizes(sentence, tokens) or EMPATHY.search(sentence) and not {"my", "me", "mine"}.intersection(tokens):
+    if (
+        not question
+        and _apologizes(sentence, tokens)
+        or EMPATHY.search(sentence)
+        and not {"my", "me", "mine"}.intersection(tokens)
+    ):
         acts.add("apologize")
     if POLICY.search(sentence) or _limits(sentence, tokens, question, own):
         acts.add("policy")
@@ -103,20 +112,20 @@ def _asks_wish(tokens: list[str]) -> bool:
     for k, token in enumerate(tokens):
         if token in {"you", "you'd"} and any(t in WISH for t in tokens[k + 1 : k + 3]):
             rest = tokens[k + 1 : k + 12]
-            if {"me", "my", "mine", "i"}.intersection(rest) or HANDED.intersection(rest):
-                return False
-            return True
+            if {"me", "my", "mine", "i"}.intersection(rest) or HANDED.intersection(rest) or len(rest) < 3:
+                return False  # "do you want my user id?", "is that what you want?"
+            return not TOLD.intersection(rest[:4])  # "what would you like to know?": the speaker will tell
     return False
 
 
 def _asks_write(sentence: str, device: bool) -> bool:
     """The speaker asks for the go-ahead of its own write: "shall I go ahead and submit it?", "would you like me to
     proceed?", not "should I restart my phone?" (a device) nor "shall I send you the order number?"."""
-    if device or re.search(r"\bmy\b|\bmine\b", sentence):
+    if device or re.search(r"\bmy\b|\bmine\b|\bmyself\b", sentence):
         return False
     for m in SELF_WRITE.finditer(sentence):
-        verb = w.FORMS.get(m.group(1) or m.group(2) or "", m.group(1) or m.group(2))
-        if verb in WRITES:
+        said = next(g for g in m.groups() if g).split()[0]
+        if w.FORMS.get(said, said) in WRITES:
             return True
     return False
 
@@ -130,7 +139,8 @@ def _apologizes(sentence: str, tokens: list[str]) -> bool:
     if OWN.intersection(rest) or OWN_FAULT.intersection(rest):
         return False  # "sorry, I forgot my order number", "I apologize, I gave you the wrong zip"
     company = tokens[:1] in (["we"], ["we're"], ["our"]) or "on our end" in sentence or "with us" in sentence
-    theirs = "your" in rest or bool(re.search(r"\bcaused (?:to )?you\b|\bfor you\b", sentence))
+    yours = next((rest[k + 1] for k, t in enumerate(rest[:-1]) if t == "your"), None)
+    theirs = (yours is not None and yours not in THEIR_OWN) or bool(re.search(r"\bcaused (?:to )?you\b", sentence))
     return company or theirs
 
 
@@ -156,7 +166,8 @@ def _instructs(sentence: str) -> bool:
     m = REQUEST.match(sentence.strip())
     first = m.group(0).split()[-1] if m else ""
     first = first[:-3] if first.endswith("ing") and m and " try " in f" {m.group(0)} " else first  # try turning
-    if first in DEVICE_VERBS:
+    after = sentence.strip()[m.end() :].split()[:1] if m else []
+    if first in DEVICE_VERBS and after not in (["done"], ["done:"], ["done,"], ["complete"], ["finished"], ["is"]):
         return True  # an imperative: "go to your settings and turn on data roaming"
     asked = ASK_YOU.search(sentence)
     if asked and asked.group(1) in DEVICE_VERBS:

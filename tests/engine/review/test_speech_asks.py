@@ -69,6 +69,13 @@ CUSTOMER = [
     "I'm not entirely sure about the IATA code for my local airport. I apologize for the inconvenience.",
     "This is really frustrating. Are there truly no other options available?",
     "Thank you for your patience!",
+    # asks about what the other side wants to know, or advice on its own next step
+    "What else would you like to know?",
+    "Is that what you want?",
+    "Do you need me to confirm anything else?",
+    "Should I return it or exchange it?",
+    "Should I go ahead and return it myself?",
+    "Would you like the confirmation code from the email?",
     # apologies for itself
     "Sorry, I forgot my order number.",
     "Sorry for the confusion, I meant the other order.",
@@ -90,6 +97,11 @@ CUSTOMER = [
     "Should I tap on network settings and reset?",
     "We can't make the earlier flight, can we keep the later one?",
     "Apologies for the delay, I was looking for my order number.",
+    "Sorry, your website wasn't working so I called.",
+    "Sorry, what was your question?",
+    "Sorry to make this difficult for you.",
+    "We only book refundable tickets.",
+    "Restart done, the status bar shows no signal.",
 ]
 
 
