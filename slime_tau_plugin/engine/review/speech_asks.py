@@ -44,11 +44,14 @@ WRITES = set(
 """What needs the other side's yes before the service does it."""
 HANDED = {"number", "id", "email", "zip", "code", "name", "address", "details", "screenshot", "receipt"}
 """What a customer offers to hand over ("would you like the order number?")."""
-DEVICE_VERBS = set("restart reboot toggle turn switch run open tap go check enable disable reset reinsert".split())
+DEVICE_VERBS = set(
+    "restart reboot toggle turn switch run open tap go check enable disable reset reinsert swipe press hold "
+    "navigate head power unplug insert".split()
+)
 HELD = re.compile(
     r"\b(?:your (?:phone|device|settings|sim|apn|wifi|wi-fi|mobile data|data|airplane|roaming|screen|status bar|"
     r"network settings|app|apps|battery|router|modem)|airplane mode|network settings|speed test|status bar|"
-    r"sim card|apn settings|data roaming|wi-fi calling|wifi calling|mobile data)\b"
+    r"sim card|apn settings|data roaming|wi-fi calling|wifi calling|mobile data|bars|your signal)\b"
 )
 """The other side's device: only the customer holds it."""
 REQUEST = re.compile(r"^(?:(?:next|now|then|first|okay|ok|alright|great|so|and)\s+)*(?:please\s+)?(?:try\s+)?(?:\w+)")
@@ -57,9 +60,14 @@ APOLOGY = re.compile(r"\b(?:sorry|apologi[sz]e|apologies|regret)\b")
 OWN_FAULT = {"forgot", "meant", "gave", "misspoke", "mistake", "wrong", "typo", "misread", "remember"}
 EMPATHY = re.compile(
     r"\b(?:must be|imagine how|understand how) (?:so |very |really )?(?:frustrating|stressful|upsetting)\b"
-    r"|\bhow (?:frustrating|stressful|upsetting) (?:this|that|it) must be\b"
+    r"|\bhow (?:frustrating|stressful|upsetting) (?:this|that|it) must be\b|\bunderstand your frustration\b"
 )
-POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b")
+POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b|\b(?:not|isn't) something we can\b")
+RULES = re.compile(
+    r"\b(?:per|under|according to) (?:the|your) (?:terms|rules|policy|conditions|fare rules)\b"
+    r"|\byou(?:'re| are) (?:entitled|eligible|allowed|permitted) to\b"
+)
+"""The rules applied to the other side, stated (not asked) and not by a speaker of its own things."""
 WE_LIMIT = re.compile(r"\bwe(?:'re| are)? (?:can only|cannot|can't|unable to|not able to|don't|do not) (\w+)")
 I_REFUSE = re.compile(
     r"\b(?:i'm not able to|i am not able to|i'm unable to|i am unable to|i can't|i cannot|i won't be able to)"
@@ -68,7 +76,8 @@ I_REFUSE = re.compile(
 LIMIT_VERBS = w.FORMS.keys() | {"allow", "permit", "accept", "offer", "honor", "waive", "refund", "provide"}
 YESNO = re.compile(
     r"\byes ?/ ?no\b|\bdo you (?:agree|accept|consent) to\b|\(yes or no\)|\bwith a (?:yes|no)\b"
-    r"|\banswer yes or no\b|\byour permission\b"
+    r"|\banswer yes or no\b|\byour permission\b|\bplease (?:reply|respond|answer|type|say) (?:with )?['\"]?yes\b"
+    r"|\bplease confirm (?:that )?you (?:understand|agree|accept|want|wish)\b"
 )
 TOLD = {"know", "hear", "see", "have"}
 """After a wish: the speaker offers to tell or show ("what would you like to know?"), which a customer does."""
@@ -76,7 +85,10 @@ THEIR_OWN = w.COMPANY_NOUNS | {"question", "message", "answer", "reply", "last",
 """After an apology's ``your``: the company's or the conversation's thing ("sorry, your website was down")."""
 REPLY = re.compile(r"\b(?:let me know|tell me|i understand|call me back|get back to me)\b")
 TRIP = re.compile(r"\bwill (?:you )?be (?:traveling|travelling|flying)\b")
-SELF_WRITE = re.compile(r"\bshall i (\w+)|\b(?:like|want) me to (\w+)|\bshould i (go ahead|proceed)\b")
+SELF_WRITE = re.compile(
+    r"\bshall i (\w+)|\b(?:like|want) me to (\w+)|\bshould i (go ahead|proceed)\b"
+    r"|\b(?:can|may) i (?:go ahead and )?(\w+)(?= .*\bfor you\b)"
+)
 
 
 def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
@@ -85,8 +97,9 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
     spoken = REPLY.sub(" ", sentence)  # "let me know", "tell me": the speaker asks to be told, not its own things
     own = bool(OWN.intersection(REPLY.sub(" ", " ".join(tokens)).split()))
     question = tokens[-1:] == ["?"]
+    asked = question or "let me know" in sentence  # "let me know which of the orders you'd like me to cancel"
     device = bool(w.DEVICE.intersection(tokens))
-    if question and _asks_wish(tokens) or (question and _asks_write(sentence, device)) or YESNO.search(sentence):
+    if asked and (_asks_wish(tokens) or _asks_write(sentence, device)) or YESNO.search(sentence):
         acts.add("ask")
     if question and TRIP.search(sentence) and not own:
         acts.add("ask")  # "how many passengers will be traveling?"
@@ -99,9 +112,11 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
         and not {"my", "me", "mine"}.intersection(tokens)
     ):
         acts.add("apologize")
-    if POLICY.search(sentence) or _limits(sentence, tokens, question, own):
+    rules = not question and not own and RULES.search(sentence)
+    if POLICY.search(sentence) or rules or _limits(sentence, tokens, question, own):
         acts.add("policy")
-    if not own and HELD.search(spoken) and _instructs(spoken):
+    clauses = [] if question else re.split(r"[:;,]", spoken)[1:]  # "let's try something: turn your phone off"
+    if not own and HELD.search(spoken) and any(_instructs(c) for c in [spoken, *clauses]):
         acts.add("instruct")
     return acts
 
@@ -110,7 +125,8 @@ def _asks_wish(tokens: list[str]) -> bool:
     """A question about the other side's wish: ``you`` (``you'd``) then a wish verb, not followed by ``me``/``my``
     (what the other side wants the speaker to do or give) nor by an identifier the speaker hands over."""
     for k, token in enumerate(tokens):
-        if token in {"you", "you'd"} and any(t in WISH for t in tokens[k + 1 : k + 3]):
+        looking = tokens[k + 1 : k + 3] == ["looking", "to"]  # "are you looking to exchange it or ...?"
+        if token in {"you", "you'd"} and (looking or any(t in WISH for t in tokens[k + 1 : k + 3])):
             rest = tokens[k + 1 : k + 12]
             if {"me", "my", "mine", "i"}.intersection(rest) or HANDED.intersection(rest) or len(rest) < 3:
                 return False  # "do you want my user id?", "is that what you want?"

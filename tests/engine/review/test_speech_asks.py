@@ -18,7 +18,12 @@ AGENT = [
     ("What would you like to exchange it for?", "ask"),
     ("May I ask the reason for the cancellation?", "ask"),
     ("How many passengers will be traveling, and in which cabin?", "ask"),
+    ("Are you looking to exchange it for a different size, or get a refund?", "ask"),
+    ("Let me know which of the orders you'd like me to cancel.", "ask"),
     # the yes/no before a write
+    ("Please reply 'yes' to confirm the cancellation.", "ask"),
+    ("Before I make this change, please confirm you understand the fee.", "ask"),
+    ("Can I go ahead and process this for you?", "ask"),
     ("Shall I submit the return request now?", "ask"),
     ("Should I proceed with the exchange? Please answer yes or no.", "ask"),
     ("Do you want me to cancel the whole order or just the one item?", "ask"),
@@ -33,7 +38,11 @@ AGENT = [
     ("My apologies for the trouble with your reservation.", "apologize"),
     ("I sincerely apologize for the inconvenience caused to you.", "apologize"),
     ("I'm sorry for the trouble; I understand how frustrating this must be.", "apologize"),
+    ("I completely understand your frustration, and I apologize.", "apologize"),
     # policy as the company
+    ("Per the terms of your fare, changes aren't permitted.", "policy"),
+    ("As a silver member, you're entitled to one free checked bag.", "policy"),
+    ("I'm afraid that isn't something we can do.", "policy"),
     ("Our policy only allows one exchange per order.", "policy"),
     ("We can only refund to the original payment method.", "policy"),
     ("Unfortunately we cannot change basic economy flights.", "policy"),
@@ -48,6 +57,10 @@ AGENT = [
     ("Please check your APN settings and let me know what they say.", "instruct"),
     ("Try turning your wifi calling off and then call me back.", "instruct"),
     ("Now tap on Network settings and select reset.", "instruct"),
+    ("Let's try something: turn your phone off, wait ten seconds, and turn it back on.", "instruct"),
+    ("Can you swipe down and tell me if airplane mode is enabled?", "instruct"),
+    ("Head into Settings > Mobile Data and make sure it's toggled on.", "instruct"),
+    ("Once you've done that, check whether you have bars again.", "instruct"),
 ]
 
 CUSTOMER = [
@@ -76,6 +89,11 @@ CUSTOMER = [
     "Should I return it or exchange it?",
     "Should I go ahead and return it myself?",
     "Would you like the confirmation code from the email?",
+    "Which card will the refund go to?",
+    "I'm looking to exchange it for a different size.",
+    "Let me know which of my orders can still be cancelled.",
+    "Can I go ahead and use my gift card for this?",
+    "Everything looks right, please submit the change.",
     # apologies for itself
     "Sorry, I forgot my order number.",
     "Sorry for the confusion, I meant the other order.",
@@ -101,6 +119,12 @@ CUSTOMER = [
     "Sorry, what was your question?",
     "Sorry to make this difficult for you.",
     "We only book refundable tickets.",
+    "I completely understand, thanks for explaining.",
+    "As a silver member, I should get one free checked bag, right?",
+    "The terms of my fare say changes aren't permitted?",
+    "I turned my phone off, waited ten seconds, and turned it back on.",
+    "I went into Settings > Mobile Data and it's toggled on now.",
+    "I have bars again!",
     "Restart done, the status bar shows no signal.",
 ]
 
