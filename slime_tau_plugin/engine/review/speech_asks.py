@@ -46,7 +46,7 @@ HANDED = {"number", "id", "email", "zip", "code", "name", "address", "details", 
 """What a customer offers to hand over ("would you like the order number?")."""
 DEVICE_VERBS = set(
     "restart reboot toggle turn switch run open tap go check enable disable reset reinsert swipe press hold "
-    "navigate head power unplug insert".split()
+    "navigate head power unplug insert ensure remove".split()
 )
 HELD = re.compile(
     r"\b(?:your (?:phone|device|settings|sim|apn|wifi|wi-fi|mobile data|data|airplane|roaming|screen|status bar|"
@@ -55,7 +55,7 @@ HELD = re.compile(
 )
 """The other side's device: only the customer holds it."""
 REQUEST = re.compile(r"^(?:(?:next|now|then|first|okay|ok|alright|great|so|and)\s+)*(?:please\s+)?(?:try\s+)?(?:\w+)")
-ASK_YOU = re.compile(r"\b(?:could|can|would|will) you(?: please| kindly| now| also| first)* (\w+)")
+ASK_YOU = re.compile(r"\b(?:could|can|would|will) you(?: please| kindly| now| also| first| try)* (\w+)")
 APOLOGY = re.compile(r"\b(?:sorry|apologi[sz]e|apologies|regret)\b")
 OWN_FAULT = {"forgot", "meant", "gave", "misspoke", "mistake", "wrong", "typo", "misread", "remember"}
 EMPATHY = re.compile(
@@ -64,10 +64,15 @@ EMPATHY = re.compile(
 )
 POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b|\b(?:not|isn't) something we can\b")
 RULES = re.compile(
-    r"\b(?:per|under|according to) (?:the|your) (?:terms|rules|policy|conditions|fare rules)\b"
+    r"\b(?:per|under|according to) (?:the |your )?(?:airline |company |store |fare )?"
+    r"(?:terms|rules|policy|conditions)\b"
+    r"|\boutside (?:of )?what (?:i'm|we're|i am|we are) (?:allowed|able|permitted) to\b"
     r"|\byou(?:'re| are) (?:entitled|eligible|allowed|permitted) to\b"
 )
 """The rules applied to the other side, stated (not asked) and not by a speaker of its own things."""
+QUOTED = {"says", "said", "read", "website", "site", "saw", "heard", "thought", "think"}
+"""A customer quoting the rules it read ("the website says items that have been opened cannot be returned")."""
+PLURAL_RECORDS = {"items", "orders", "tickets", "reservations", "flights", "bookings", "fares", "products"}
 WE_LIMIT = re.compile(r"\bwe(?:'re| are)? (?:can only|cannot|can't|unable to|not able to|don't|do not) (\w+)")
 I_REFUSE = re.compile(
     r"\b(?:i'm not able to|i am not able to|i'm unable to|i am unable to|i can't|i cannot|i won't be able to)"
@@ -78,6 +83,7 @@ YESNO = re.compile(
     r"\byes ?/ ?no\b|\bdo you (?:agree|accept|consent) to\b|\(yes or no\)|\bwith a (?:yes|no)\b"
     r"|\banswer yes or no\b|\byour permission\b|\bplease (?:reply|respond|answer|type|say) (?:with )?['\"]?yes\b"
     r"|\bplease confirm (?:that )?you (?:understand|agree|accept|want|wish)\b"
+    r"|(?:^|, )(?:reply|respond|answer) (?:with )?['\"]?yes\b|\b(?:a|an|the) (?:\w+ )?yes from you\b"
 )
 TOLD = {"know", "hear", "see", "have"}
 """After a wish: the speaker offers to tell or show ("what would you like to know?"), which a customer does."""
@@ -112,7 +118,11 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
         and not {"my", "me", "mine"}.intersection(tokens)
     ):
         acts.add("apologize")
-    rules = not question and not own and RULES.search(sentence)
+    mine = {"my", "mine", "me"}.intersection(tokens) or QUOTED.intersection(tokens)
+    hedged = " ".join(tokens).replace("i'm afraid", " ").split()  # the service's hedge, not its own things
+    generic = not OWN.intersection(hedged) and _generic_rule(tokens)  # "since X cannot be upgraded, I don't ..."
+    generic = generic and bool({"unfortunately", "afraid"}.intersection(tokens))  # the service's bad news, hedged
+    rules = not question and not mine and (RULES.search(sentence) or generic)
     if POLICY.search(sentence) or rules or _limits(sentence, tokens, question, own):
         acts.add("policy")
     clauses = [] if question else re.split(r"[:;,]", spoken)[1:]  # "let's try something: turn your phone off"
@@ -186,8 +196,30 @@ def _instructs(sentence: str) -> bool:
     if first in DEVICE_VERBS and after not in (["done"], ["done:"], ["done,"], ["complete"], ["finished"], ["is"]):
         return True  # an imperative: "go to your settings and turn on data roaming"
     asked = ASK_YOU.search(sentence)
-    if asked and asked.group(1) in DEVICE_VERBS:
+    if asked and _device_verb(asked.group(1)):
         return True  # "could you please restart your device and ..."
     return bool(re.search(r"\bplease (?:\w+ )?(\w+)", sentence)) and any(
         f"please {v}" in sentence for v in DEVICE_VERBS
     )
+
+
+def _device_verb(word: str) -> bool:
+    """``word`` is a device verb or its -ing form ("removing", "reinserting", "restarting")."""
+    if word in DEVICE_VERBS:
+        return True
+    base = word[:-3] if word.endswith("ing") else ""
+    return bool(base) and bool({base, base + "e", base[:-1]}.intersection(DEVICE_VERBS))
+
+
+def _generic_rule(tokens: list[str]) -> bool:
+    """A rule on a kind of record: "items that have been opened cannot be returned" (a plural record, then a
+    modal limit on a passive service verb). Only with the service's hedge: a customer restates rules plainly."""
+    if not PLURAL_RECORDS.intersection(tokens):
+        return False
+    for k in range(len(tokens) - 2):
+        if tokens[k] in {"cannot", "can't"} or tokens[k : k + 2] in (["can", "only"], ["may", "not"]):
+            at = k + 2 if tokens[k + 1] in {"be", "only"} else k + 1
+            at = at + 1 if tokens[at : at + 1] == ["be"] else at
+            if at < len(tokens) and w.FORMS.get(tokens[at]) and tokens[at].endswith(("ed", "en")):
+                return True
+    return False

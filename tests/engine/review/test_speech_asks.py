@@ -24,6 +24,8 @@ AGENT = [
     ("Please reply 'yes' to confirm the cancellation.", "ask"),
     ("Before I make this change, please confirm you understand the fee.", "ask"),
     ("Can I go ahead and process this for you?", "ask"),
+    ("Alright, I'll need an explicit yes from you before I cancel the reservation.", "ask"),
+    ("If everything looks correct, reply with yes and I'll book it.", "ask"),
     ("Shall I submit the return request now?", "ask"),
     ("Should I proceed with the exchange? Please answer yes or no.", "ask"),
     ("Do you want me to cancel the whole order or just the one item?", "ask"),
@@ -43,6 +45,9 @@ AGENT = [
     ("Per the terms of your fare, changes aren't permitted.", "policy"),
     ("As a silver member, you're entitled to one free checked bag.", "policy"),
     ("I'm afraid that isn't something we can do.", "policy"),
+    ("Unfortunately, per airline policy, the ticket is non-refundable.", "policy"),
+    ("I'm sorry, but that falls outside of what I'm allowed to do.", "policy"),
+    ("Items that have been opened cannot be returned, I'm afraid.", "policy"),
     ("Our policy only allows one exchange per order.", "policy"),
     ("We can only refund to the original payment method.", "policy"),
     ("Unfortunately we cannot change basic economy flights.", "policy"),
@@ -61,6 +66,8 @@ AGENT = [
     ("Can you swipe down and tell me if airplane mode is enabled?", "instruct"),
     ("Head into Settings > Mobile Data and make sure it's toggled on.", "instruct"),
     ("Once you've done that, check whether you have bars again.", "instruct"),
+    ("First, make sure your phone is not in airplane mode.", "instruct"),
+    ("Could you try removing and reinserting your SIM card?", "instruct"),
 ]
 
 CUSTOMER = [
@@ -125,6 +132,15 @@ CUSTOMER = [
     "I turned my phone off, waited ten seconds, and turned it back on.",
     "I went into Settings > Mobile Data and it's toggled on now.",
     "I have bars again!",
+    "Yes, you have my explicit yes to cancel the reservation.",
+    "I'm sorry, I'm not allowed to share that.",
+    "Is the ticket non-refundable per airline policy?",
+    "I removed and reinserted the SIM card, still nothing.",
+    "Please make sure my new address is saved.",
+    # a real gpt-4 customer restating a rule as its reason; a customer restating it plainly
+    "Since the basic economy flights cannot be upgraded, I don't need any further changes at this moment.",
+    "Basic economy tickets cannot be changed.",
+    "The website says items that have been opened cannot be returned.",
     "Restart done, the status bar shows no signal.",
 ]
 
