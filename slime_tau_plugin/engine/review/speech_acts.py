@@ -303,7 +303,8 @@ def _identity(words: list[str]) -> bool:
 
 
 def agent_acts(text: str) -> list[str]:
-    """The agent's speech acts in ``text`` (``offer``, ``report``, ``verify``, ``greet``), in the order found."""
+    """The agent's speech acts in ``text`` (``offer``, ``report``, ``verify``, ``greet``; ``ask``, ``apologize``,
+    ``policy``, ``instruct`` from ``speech_asks.py``), in the order found."""
     found: list[str] = []
     low = text.lower().replace("’", "'")
     if w.LABEL.search(text) or w.VOICE.search(low):

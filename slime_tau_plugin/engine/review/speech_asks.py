@@ -7,21 +7,25 @@ company's failure, states policy as the company ("our policy", "we can only ..."
 once ..."), and tells the other side what to do on its phone (τ² telecom's agent). Each is read off who is asked,
 whose wish or device it is, and whether the speaker's own things are in the sentence (then it is the customer's):
 
-- ``ask``: a question to ``you`` about a wish (like, prefer, want, wish, 'd rather), not about what the other side
-  wants the *speaker* to do or hand over (``me``, ``my``, an identifier); "may I ask the reason"; or a first-person
-  modal question before a write ("shall I go ahead", "should I proceed", "would you like me to proceed", "do you
-  want me to cancel"; not "can we proceed?", which real customers ask);
-  a yes/no demanded ("(yes/no)", "confirm with a yes", "your permission");
-- ``apologize``: an apology whose object is the other side's ("your order", "caused you", "for you") or whose
-  speaker is the company ("we apologize", "on our end", "with us"), with no own fault ("I forgot", "my mistake");
-  empathy with the other side's feelings ("how frustrating this must be"). "Sorry for the inconvenience" alone is
-  not: real customers apologise for it too;
-- ``policy``: "our policy/policies/rules"; ``we`` + a limit (can only, cannot, don't allow) on a service verb, no
-  ``our``/``my`` thing; ``I`` + a refusal (not able, unable, can't, afraid I can't) on a service verb and a generic
-  or the other side's record, outside a question;
-- ``instruct``: a request or imperative (please, could you, go to, next) of a device verb (restart, toggle, turn on,
-  run, open) on the other side's device ("your phone", "airplane mode", "a speed test"), with no ``I``/``my``: a
-  customer reports its own doings in the first person ("I went to settings and toggled airplane mode").
+- ``ask``: a question (or "let me know ...") to ``you`` about a wish (like, prefer, want, wish, 'd rather, looking
+  to), not about what the other side wants the *speaker* to do or hand over (``me``, ``my``, an identifier) nor
+  what the speaker will tell ("what would you like to know?"); "may I ask the reason"; the speaker's go-ahead
+  before its own write ("shall I ...", "should I go ahead / proceed", "would you like me to proceed", "can I go
+  ahead and process this for you?"; not "can we proceed?", which real customers ask, nor "should I return it or
+  exchange it?"); a yes demanded ("(yes/no)", "confirm with a yes", "reply with yes", "your permission");
+- ``apologize``: a stated apology whose object is the other side's ("your order", not "your website" or "your
+  question"; "caused you") or whose speaker is the company ("we apologize", "on our end", "with us"), with no own
+  fault ("I forgot", "my mistake"); empathy with the other side ("how frustrating this must be"). "Sorry for the
+  inconvenience" alone is not: real customers apologise for it too;
+- ``policy``: "our policy/rules", "not something we can do"; rules stated to the other side ("per the terms of
+  your fare", "you're entitled to"); ``we`` + a limit (can only, cannot, don't) on a service verb, no ``our`` or
+  ``my`` thing; ``I`` + a refusal (not able, unable, can't) on a service verb and a generic or the other side's
+  record; a rule on a kind of record with the service's hedge ("items that have been opened cannot be returned,
+  I'm afraid"); never in a question or with a source the speaker read;
+- ``instruct``: a request or imperative (please, could you, go to, next, try ...ing; also after a colon or comma)
+  of a device verb (restart, toggle, turn, run, open, tap, swipe) on the other side's device ("your phone",
+  "airplane mode", "a speed test"), with no ``I``/``my``: a customer reports its own doings in the first person
+  ("I went to settings and toggled airplane mode"), and "restart done" is a report.
 
 Imports only ``speech_words`` (the service verbs, device words).
 """
@@ -48,6 +52,7 @@ DEVICE_VERBS = set(
     "restart reboot toggle turn switch run open tap go check enable disable reset reinsert swipe press hold "
     "navigate head power unplug insert ensure remove".split()
 )
+"""What one does to a phone by hand ("make sure" reads as ensure)."""
 HELD = re.compile(
     r"\b(?:your (?:phone|device|settings|sim|apn|wifi|wi-fi|mobile data|data|airplane|roaming|screen|status bar|"
     r"network settings|app|apps|battery|router|modem)|airplane mode|network settings|speed test|status bar|"
