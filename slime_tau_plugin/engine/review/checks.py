@@ -132,7 +132,9 @@ def _acted_on(messages: Sequence[dict[str, Any]], after: int, fact: Fact) -> boo
 def speaks_as_agent(review: ReviewInput) -> list[Finding]:
     """The customer performs the agent's speech acts (``speech_acts.py``): offers to look things up or act for
     the other side, reports actions on the other side's records, asks the other side to verify its identity,
-    greets or closes as the service (a role label or a tool call included)."""
+    greets or closes as the service (a role label or a tool call included), asks the other side to choose or to say
+    yes before a write, apologises or states policy as the company, tells the other side what to do on its phone
+    (``speech_asks.py``)."""
     out = []
     for i, text in review.customer_turns():
         acts = agent_acts(text)

@@ -53,6 +53,7 @@ import itertools
 from dataclasses import dataclass
 
 from slime_tau_plugin.engine.review import speech_words as w
+from slime_tau_plugin.engine.review.speech_asks import asks_and_stances
 
 __all__ = ["agent_acts"]
 
@@ -302,7 +303,8 @@ def _identity(words: list[str]) -> bool:
 
 
 def agent_acts(text: str) -> list[str]:
-    """The agent's speech acts in ``text`` (``offer``, ``report``, ``verify``, ``greet``), in the order found."""
+    """The agent's speech acts in ``text`` (``offer``, ``report``, ``verify``, ``greet``; ``ask``, ``apologize``,
+    ``policy``, ``instruct`` from ``speech_asks.py``), in the order found."""
     found: list[str] = []
     low = text.lower().replace("’", "'")
     if w.LABEL.search(text) or w.VOICE.search(low):
@@ -311,7 +313,8 @@ def agent_acts(text: str) -> list[str]:
         found.append("report")  # "I see here that your order was shipped"
     plain = w.PHRASE.sub(lambda m: w.PHRASES[m.group(0)], low)  # one verb for each idiom
     for sentence in w.SENTENCES.findall(plain):
-        for act in sorted(_sentence_acts(w.TOKENS.findall(sentence))):
+        tokens = w.TOKENS.findall(sentence)
+        for act in sorted(_sentence_acts(tokens) | asks_and_stances(sentence.strip(), tokens)):
             if act not in found:
                 found.append(act)
     return found

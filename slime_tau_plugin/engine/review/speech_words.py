@@ -34,7 +34,7 @@ VERBS = (
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
     "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
     "ensure complete finalize contact email retrieve adjust offer proceed put lock secure reserve reverse switch move "
-    "link attach grab make"
+    "link attach grab make provision"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 OFFER |= set("here may let's going gonna ill moment second sec minute unable".split())
