@@ -7,10 +7,12 @@ agent sentence into an ordinary reply, writes the service's greeting before its 
 ``###STOP###``, or writes the next speaker's turn after a label (sources: τ²'s user-simulator guidelines,
 langwatch/tasks#738's inverted roles, the "identity confusion" family of the Sim2Real user-simulation study).
 
-Only ``as_agent`` is played (:mod:`roleplay_acts` writes the acts); the other customer kinds leave the message
-unchanged and log nothing. Each act is logged at ``GET /faults/log`` as kind ``agent_act`` with its ``shape``
-(the act, ``a+b`` for two), ``form`` (placement/style), ``text`` (the whole message sent), ``turn``,
-``scenario``, ``domain`` and ``benchmark``. The draws are seeded by the conversation and ``TAU_FAULTS_SEED``.
+``as_agent`` is the set's aim (:mod:`roleplay_acts` writes the acts); ``invented_id`` and ``early_stop`` get a
+few shapes of their own (:mod:`roleplay_other`); ``pasted_instructions`` and ``loop`` pass unchanged. Each fault
+is logged at ``GET /faults/log`` as kind ``agent_act``, ``invented_fact`` or ``stop`` with its ``shape`` (for an
+act: the act, ``a+b`` for two, and its ``form``, placement/style), ``value``, ``text`` (the whole message sent),
+``turn``, ``scenario``, ``domain``, ``benchmark`` and ``agent_asked``. The draws are seeded by the conversation and
+``TAU_FAULTS_SEED``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Any
 from slime_tau_plugin.tools.faults.spec import CUSTOMER_KINDS, FaultInjector, FaultKind
 from slime_tau_plugin.tools.servers.roleplay_acts import WRITERS
 from slime_tau_plugin.tools.servers.roleplay_context import Seen, seen_in
+from slime_tau_plugin.tools.servers.roleplay_other import early_stop, invented_fact
 
+_PLAYED = (FaultKind.AS_AGENT, FaultKind.INVENTED_ID, FaultKind.EARLY_STOP)
 _PHONE_REPORT = "My phone shows:"  # the customer's own device report: kept whole, the act comes after it
 _STOP = "###"
 _LABELS = ("Agent: ", "Assistant: ", "**Agent:** ", "Customer Service: ", "Representative: ", "assistant\n")
@@ -51,29 +55,40 @@ def roleplay_fault(
 ) -> dict[str, Any]:
     """``message`` with the service's speech acts in it when ``as_agent`` fires, else unchanged."""
     rule = faults.draw(CUSTOMER_KINDS)
-    content = message.get("content")
-    if rule is None or rule.kind is not FaultKind.AS_AGENT or message.get("tool_calls"):
+    if rule is None or rule.kind not in _PLAYED:
         return message
-    if not isinstance(content, str) or not content.strip():
+    seen, rng, content = seen_in(messages, scenario), _rng(faults, messages), message.get("content")
+    entry = {"turn": seen.turn, "scenario": scenario, "domain": seen.domain, "benchmark": seen.benchmark}
+    if rule.kind is FaultKind.EARLY_STOP:
+        stopped = early_stop(message, rng) if seen.turn > 1 else None  # the opening names the episode: kept
+        if stopped is None:
+            return message
+        shape, text, replaced = stopped
+        log.append(
+            {"kind": "stop", "shape": shape, "value": "###STOP###", "text": text, **entry, "agent_asked": replaced}
+        )
+        return {"role": message.get("role", "assistant"), "content": text}  # a device action it did not take
+    if message.get("tool_calls") or not isinstance(content, str) or not content.strip():
         return message
-    seen = seen_in(messages, scenario)
-    rng = _rng(faults, messages)
+    if rule.kind is FaultKind.INVENTED_ID:
+        invented = invented_fact(seen, content, _said(messages, scenario), rng)
+        if invented is None:
+            return message
+        shape, value, text = invented
+        log.append(
+            {"kind": "invented_fact", "shape": shape, "value": value, "text": text, **entry, "agent_asked": False}
+        )
+        return {**message, "content": text}
     shape, form, act, text = _compose(seen, content, rng)
     log.append(
-        {
-            "kind": "agent_act",
-            "shape": shape,
-            "form": form,
-            "value": act,
-            "text": text,
-            "turn": seen.turn,
-            "scenario": scenario,
-            "domain": seen.domain,
-            "benchmark": seen.benchmark,
-            "agent_asked": False,
-        }
+        {"kind": "agent_act", "shape": shape, "form": form, "value": act, "text": text, **entry, "agent_asked": False}
     )
     return {**message, "content": text}
+
+
+def _said(messages: list[dict[str, Any]], scenario: str) -> str:
+    """Everything the customer had: its prompt, the scenario, every message and tool result so far."""
+    return scenario + "\n" + "\n".join(str(m.get("content") or "") for m in messages)
 
 
 def _rng(faults: FaultInjector, messages: list[dict[str, Any]]) -> random.Random:

@@ -128,10 +128,11 @@ def played(roleplay) -> list[tuple[list[dict], dict, str, str]]:
 def test_agent_acts_are_injected_in_every_domain_and_logged_as_sent(roleplay, played):
     log = log_of(roleplay)
     assert log["set"] == "roleplay"
-    entries = log["injected"]
+    every = log["injected"]
     sent = [str(reply.get("content") or "") for _, reply, _, _ in played]
-    assert {e["kind"] for e in entries} == {"agent_act"}  # invented_id and early_stop are not played
-    for entry in entries:
+    assert {e["kind"] for e in every} == {"agent_act", "invented_fact", "stop"}
+    entries = [e for e in every if e["kind"] == "agent_act"]
+    for entry in every:
         assert entry["text"] in sent, entry  # the logged text is exactly what the agent was sent
         assert entry["value"] and entry["scenario"] and entry["turn"] in (1, 2, 3), entry
         assert any(  # a whole-turn act can be the same text in two conversations: one of them is this one
@@ -172,7 +173,9 @@ def test_the_customers_own_words_stay_whole(roleplay, played, plain):
             continue
         changed += 1
         entry = entries[text]
-        if entry["form"].startswith("whole"):
+        if entry["kind"] == "stop":
+            assert text.endswith("###STOP###") and "###" not in own and entry["turn"] > 1, entry
+        elif entry.get("form", "").startswith("whole"):
             assert entry["turn"] > 1 and "###" not in own, entry
             assert text == entry["value"]
         else:
@@ -181,7 +184,7 @@ def test_the_customers_own_words_stay_whole(roleplay, played, plain):
 
 
 def test_an_act_names_only_the_conversations_own_values(roleplay, played):
-    entries = log_of(roleplay)["injected"]
+    entries = [e for e in log_of(roleplay)["injected"] if e["kind"] == "agent_act"]
     named = 0
     for entry in entries:
         said = [m for m, r, _, _ in played if r.get("content") == entry["text"]]
@@ -190,6 +193,31 @@ def test_an_act_names_only_the_conversations_own_values(roleplay, played):
             assert value in seen, (value, entry)
             named += 1
     assert named >= 5  # the acts are specific: they name the order, flight or line
+
+
+def test_invented_values_are_absent_from_what_the_customer_saw(roleplay, played):
+    facts = [e for e in log_of(roleplay)["injected"] if e["kind"] == "invented_fact"]
+    assert len(facts) >= 8 and len({e["shape"] for e in facts}) >= 6, facts
+    for entry in facts:
+        said = [m for m, r, _, _ in played if r.get("content") == entry["text"]]
+        seen = "\n".join(str(m.get("content") or "") for messages in said for m in messages).lower()
+        assert entry["value"] in entry["text"] and entry["value"].lower() not in seen, entry
+        digits = re.sub(r"\D", "", entry["value"])
+        assert len(digits) < 3 or digits not in re.sub(r"\D", "", seen), entry
+
+
+def test_a_stop_can_take_the_place_of_a_device_action():
+    """Asked to act on its phone, the telecom customer stops instead (its tool call dropped, logged agent_asked)."""
+    system = {"role": "system", "content": "<scenario>\nDomain: telecom\nMy phone has no data at all.\n</scenario>"}
+    tools = [{"type": "function", "function": {"name": "toggle_airplane_mode", "parameters": {"type": "object"}}}]
+    for url in serve_user("--faults", "early_stop:1", "--faults-set", "roleplay"):
+        for n in range(4):
+            messages = [system, GREETING, {"role": "assistant", "content": f"My data is down ({n})."}]
+            messages.append({"role": "user", "content": f"{ASK_USER} toggle_airplane_mode {{}}"})
+            reply = post(url, messages, tools)
+            assert not reply.get("tool_calls") and str(reply["content"]).endswith("###STOP###"), reply
+        stops = log_of(url)["injected"]
+        assert len(stops) == 4 and all(e["kind"] == "stop" and e["agent_asked"] and e["turn"] == 2 for e in stops)
 
 
 def test_the_phones_own_report_stays_whole(roleplay):
@@ -210,8 +238,8 @@ def test_the_phones_own_report_stays_whole(roleplay):
     assert acts > 0
 
 
-def test_other_kinds_pass_unchanged_and_log_nothing(played, plain):
-    for url in serve_user("--faults", "invented_id:0.5,early_stop:0.5", "--faults-set", "roleplay"):
+def test_the_kinds_it_does_not_play_pass_unchanged_and_log_nothing(played, plain):
+    for url in serve_user("--faults", "pasted_instructions:0.5,loop:0.5", "--faults-set", "roleplay"):
         assert [post(url, m).get("content") for m, _, _, _ in played] == plain
         assert log_of(url)["injected"] == []
 
