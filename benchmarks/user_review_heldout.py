@@ -223,7 +223,7 @@ def main() -> int:
         choices=("paraphrased", "freeform", "roleplay"),
         default="paraphrased",
         help="the serve-user generator of the held-out run: paraphrased, freeform (written blind to the checks, "
-        "tools/servers/customer_faults_freeform.py) or roleplay (a second blind set, agent acts only, for the final "
+        "tools/servers/customer_faults_freeform.py) or roleplay (a second blind set, mainly agent acts, for the final "
         "measurement: tools/servers/customer_faults_roleplay.py) (default: %(default)s)",
     )
     p.add_argument("--re-review", action="store_true", help="--rescore with the current speaks_as_agent check")

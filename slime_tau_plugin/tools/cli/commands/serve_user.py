@@ -51,8 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "requests), freeform, the held-out set written blind to the review's checks (the same kinds inside "
         "natural replies: facts in many written forms per τ domain, agent acts whole or mid-message, seven stop "
         "shapes, on telecom in place of a device action) or roleplay, a second blind set for the final measurement "
-        "(as_agent only: the service's speech acts as a role-flipped customer writes them; other kinds pass "
-        f"unchanged); paraphrased, freeform and roleplay log each fault at GET /faults/log {d}",
+        "(as_agent: the service's speech acts as a role-flipped customer writes them; invented_id and early_stop: "
+        f"a few shapes each); paraphrased, freeform and roleplay log each fault at GET /faults/log {d}",
     )
 
 
