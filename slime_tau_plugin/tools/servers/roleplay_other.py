@@ -77,6 +77,9 @@ def _absent(value: str, seen_text: str) -> bool:
     digits = re.sub(r"\D", "", value)
     if len(digits) >= 3 and digits in re.sub(r"\D", "", seen_text):
         return False
+    numbers = set(re.findall(r"\d+", seen_text))
+    if any(run in numbers for run in re.findall(r"\d+", value) if len(run) < 3):  # a day: no "14" anywhere
+        return False
     return not re.search(rf"(?<!\w){re.escape(value.lower())}(?!\w)", seen_text.lower())
 
 

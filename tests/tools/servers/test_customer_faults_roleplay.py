@@ -204,6 +204,8 @@ def test_invented_values_are_absent_from_what_the_customer_saw(roleplay, played)
         assert entry["value"] in entry["text"] and entry["value"].lower() not in seen, entry
         digits = re.sub(r"\D", "", entry["value"])
         assert len(digits) < 3 or digits not in re.sub(r"\D", "", seen), entry
+        short = [run for run in re.findall(r"\d+", entry["value"]) if len(run) < 3]
+        assert not set(short) & set(re.findall(r"\d+", seen)), entry  # a day or minute said nowhere before
 
 
 def test_a_stop_can_take_the_place_of_a_device_action():
