@@ -64,6 +64,7 @@ def roleplay_fault(
         if stopped is None:
             return message
         shape, text, replaced = stopped
+        entry["turn"] = seen.turn - 1  # the episode records no stop message: its customer said this many before
         log.append(
             {"kind": "stop", "shape": shape, "value": "###STOP###", "text": text, **entry, "agent_asked": replaced}
         )

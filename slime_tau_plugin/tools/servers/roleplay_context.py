@@ -50,7 +50,8 @@ class Seen:
     items: tuple[str, ...] = ()
     settings: tuple[str, ...] = ()
     turn: int = 1
-    """The customer's message number this reply will be (1: its opening)."""
+    """The customer's message number this reply will be (1: its opening), counted as the episode records them: a
+    device action's tool call is no message of its own (its report after the result is)."""
     agent_asked: bool = False
     """The agent's last message asked the customer to act or confirm."""
 
@@ -94,6 +95,6 @@ def seen_in(messages: list[dict[str, Any]], scenario: str) -> Seen:
         phones=_unique(_PHONE.findall(heard)),
         items=_unique([i for i in _ITEMS if re.search(rf"\b{re.escape(i)}s?\b", low)]),
         settings=_unique([s for s in _SETTINGS if re.search(rf"\b{re.escape(s)}\b", low)]),
-        turn=1 + sum(m.get("role") == "assistant" for m in messages),
+        turn=1 + sum(m.get("role") == "assistant" and not m.get("tool_calls") for m in messages),
         agent_asked=asked,
     )

@@ -138,7 +138,7 @@ def test_agent_acts_are_injected_in_every_domain_and_logged_as_sent(roleplay, pl
         assert any(  # a whole-turn act can be the same text in two conversations: one of them is this one
             r.get("content") == entry["text"]
             and entry["scenario"] in m[0]["content"]
-            and entry["turn"] == 1 + sum(x["role"] == "assistant" for x in m)
+            and entry["turn"] == sum(x["role"] == "assistant" for x in m) + (entry["kind"] != "stop")
             for m, r, _, _ in played
         ), entry
     by_setting = Counter((e["benchmark"], e["domain"]) for e in entries)
@@ -174,7 +174,7 @@ def test_the_customers_own_words_stay_whole(roleplay, played, plain):
         changed += 1
         entry = entries[text]
         if entry["kind"] == "stop":
-            assert text.endswith("###STOP###") and "###" not in own and entry["turn"] > 1, entry
+            assert text.endswith("###STOP###") and "###" not in own and entry["turn"] >= 1, entry
         elif entry.get("form", "").startswith("whole"):
             assert entry["turn"] > 1 and "###" not in own, entry
             assert text == entry["value"]
@@ -219,10 +219,12 @@ def test_a_stop_can_take_the_place_of_a_device_action():
             reply = post(url, messages, tools)
             assert not reply.get("tool_calls") and str(reply["content"]).endswith("###STOP###"), reply
         stops = log_of(url)["injected"]
-        assert len(stops) == 4 and all(e["kind"] == "stop" and e["agent_asked"] and e["turn"] == 2 for e in stops)
+        assert len(stops) == 4 and all(e["kind"] == "stop" and e["agent_asked"] and e["turn"] == 1 for e in stops)
 
 
 def test_the_phones_own_report_stays_whole(roleplay):
+    """After its own tool ran, the customer's report ("My phone shows: ...", a write in the benchmark's count) is
+    kept first; never replaced by a stop."""
     system = {
         "role": "system",
         "content": "<scenario>\nDomain: telecom\nMy phone is slow and drops calls.\n</scenario>",
@@ -238,6 +240,9 @@ def test_the_phones_own_report_stays_whole(roleplay):
         assert text.startswith(f"Done. My phone shows: {shown}"), text
         acts += text != f"Done. My phone shows: {shown}"
     assert acts > 0
+    entries = [e for e in log_of(roleplay)["injected"] if "slow and drops" in e["scenario"]]
+    assert len(entries) == acts and {e["kind"] for e in entries} <= {"agent_act", "invented_fact"}
+    assert all(e["turn"] == 2 for e in entries)  # the tool call is no message of the episode: the report is its 2nd
 
 
 def test_the_kinds_it_does_not_play_pass_unchanged_and_log_nothing(played, plain):
