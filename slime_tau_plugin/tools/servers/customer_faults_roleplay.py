@@ -3,8 +3,8 @@
 The fourth customer-fault generator of issue 40, kept for the final held-out measurement: its author saw neither
 the review's checks nor the other generators' phrasings. It targets τ²'s ``guideline_violation`` as real LLM user
 simulators commit it: the simulator continues the transcript as the assistant (a whole agent turn), lets one
-agent sentence into an ordinary reply, writes the service's greeting before its opening or its closing before
-``###STOP###``, or writes the next speaker's turn after a label (sources: τ²'s user-simulator guidelines,
+agent sentence into an ordinary reply, writes the service's greeting before its opening, or writes the next
+speaker's turn after a label (sources: τ²'s user-simulator guidelines,
 langwatch/tasks#738's inverted roles, the "identity confusion" family of the Sim2Real user-simulation study).
 
 ``as_agent`` is the set's aim (:mod:`roleplay_acts` writes the acts); ``invented_id`` and ``early_stop`` get a
@@ -34,7 +34,6 @@ _STOP = "###"
 _LABELS = ("Agent: ", "Assistant: ", "**Agent:** ", "Customer Service: ", "Representative: ", "assistant\n")
 _WORD = re.compile(r"\b[A-Z][a-z']*\b")  # capitalised words; ids, codes and flight numbers keep their case
 _OPENING_ACTS = ("greet", "offer_lookup", "verify_identity", "options", "policy")
-_STOP_ACTS = ("close", "transfer", "apologize", "close")
 _PAIRS = (
     ("offer_lookup", "verify_identity"),
     ("report_action", "close"),
@@ -69,8 +68,8 @@ def roleplay_fault(
             {"kind": "stop", "shape": shape, "value": "###STOP###", "text": text, **entry, "agent_asked": replaced}
         )
         return {"role": message.get("role", "assistant"), "content": text}  # a device action it did not take
-    if message.get("tool_calls") or not isinstance(content, str) or not content.strip():
-        return message
+    if message.get("tool_calls") or not isinstance(content, str) or not content.strip() or _STOP in content:
+        return message  # a stop's message: the episode ends without recording it, so no fault there is seen
     if rule.kind is FaultKind.INVENTED_ID:
         invented = invented_fact(seen, content, _said(messages, scenario), rng)
         if invented is None:
@@ -98,9 +97,7 @@ def _rng(faults: FaultInjector, messages: list[dict[str, Any]]) -> random.Random
     return random.Random(hashlib.sha256(f"{faults.spec.seed}/{said}".encode()).hexdigest())
 
 
-def _acts(seen: Seen, rng: random.Random, *, opening: bool, stop: bool) -> list[str]:
-    if stop:
-        return [rng.choice(_STOP_ACTS)]
+def _acts(seen: Seen, rng: random.Random, *, opening: bool) -> list[str]:
     if opening:
         return [rng.choice(_OPENING_ACTS)]
     if rng.random() < 0.3:
@@ -118,19 +115,19 @@ def _tel(seen: Seen) -> bool:
 
 def _compose(seen: Seen, content: str, rng: random.Random) -> tuple[str, str, str, str]:
     """(shape, form, the act as written, the whole message)."""
-    stop, opening = _STOP in content, seen.turn == 1
-    names = _acts(seen, rng, opening=opening, stop=stop)
+    opening = seen.turn == 1
+    names = _acts(seen, rng, opening=opening)
     style = rng.choice(("plain", "plain", "lower", "markdown"))
     parts = [WRITERS[n](seen, rng) for n in names]
     act = _styled(" ".join(parts) if len(parts) == 1 or rng.random() < 0.5 else "\n\n".join(parts), style, rng)
-    if stop or (opening and names[0] == "greet"):
+    if opening and names[0] == "greet":
         placement = "head"
     elif opening or _PHONE_REPORT in content:
         placement = "tail"
     else:
         placement = rng.choice(("whole", "whole", "tail", "head", "label"))
     if placement == "head":
-        text = f"{act} {content}" if stop and rng.random() < 0.5 else f"{act}\n\n{content}"
+        text = f"{act}\n\n{content}"
     elif placement == "tail":
         text = f"{content.rstrip()} {act}" if rng.random() < 0.5 else f"{content.rstrip()}\n\n{act}"
     elif placement == "label":

@@ -3,9 +3,10 @@
 Real HTTP to ``slime-tau serve-user`` in its own process, the customer's side of conversations built from τ²'s real
 tasks (retail, airline, telecom) and τ-bench v1's (retail, airline): the service's speech acts are injected in
 every domain in many shapes and forms, each logged text is the message the customer sent, the customer's own words
-(its opening, its stop, its phone's report) stay whole inside it, the ids an act names are the conversation's
-own, the other customer kinds pass unchanged, the same seed and conversation give the same acts, and the CLI takes
-``--faults-set roleplay`` and refuses a bad set in one line.
+(its opening, its phone's report) stay whole inside it and a stop message is left alone, the ids an act names are
+the conversation's own, invented values are absent from all the customer saw, a stop can take the place of a device
+action, the kinds it does not play pass unchanged, the same seed and conversation give the same faults, and the CLI
+takes ``--faults-set roleplay`` and refuses a bad set in one line.
 """
 
 from __future__ import annotations
@@ -162,8 +163,8 @@ def plain(played) -> list[str]:
 
 
 def test_the_customers_own_words_stay_whole(roleplay, played, plain):
-    """A changed reply is a logged act; its own words stay in it unless the act took the whole turn, which an
-    opening (the benchmark finds the episode by the scenario in it) and a stop (its token) never lose."""
+    """A changed reply is a logged fault; its own words stay in it unless an act took the whole turn, which an
+    opening never loses (the benchmark finds the episode by the scenario in it); a stop message is never touched."""
     logged = log_of(roleplay)["injected"]
     entries = {e["text"]: e for e in logged}
     changed = 0
@@ -173,8 +174,9 @@ def test_the_customers_own_words_stay_whole(roleplay, played, plain):
             continue
         changed += 1
         entry = entries[text]
+        assert "###" not in own, entry  # a stop's message is not recorded: no fault goes there
         if entry["kind"] == "stop":
-            assert text.endswith("###STOP###") and "###" not in own and entry["turn"] >= 1, entry
+            assert text.endswith("###STOP###") and entry["turn"] >= 1, entry
         elif entry.get("form", "").startswith("whole"):
             assert entry["turn"] > 1 and "###" not in own, entry
             assert text == entry["value"]
