@@ -33,6 +33,7 @@ from slime_tau_plugin.tools.faults.spec import CHAT_KINDS, FaultInjector
 from slime_tau_plugin.tools.servers.customer_faults import customer_fault
 from slime_tau_plugin.tools.servers.customer_faults_freeform import freeform_fault
 from slime_tau_plugin.tools.servers.customer_faults_paraphrased import paraphrased_fault
+from slime_tau_plugin.tools.servers.customer_faults_roleplay import roleplay_fault
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from slime_tau_plugin.tools.servers.fault_injection import chat_fault
 from slime_tau_plugin.tools.servers.http_base import JSONServer, Reply, RequestLog
@@ -43,9 +44,10 @@ _SCENARIO = (
     re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
     re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's
 )
-FAULT_SETS = ("templated", "paraphrased", "freeform")
-"""Which customer-fault generator ``faults`` drives: one template per kind, the paraphrases, or the freeform set
-written blind to the review's checks (``customer_faults_freeform.py``)."""
+FAULT_SETS = ("templated", "paraphrased", "freeform", "roleplay")
+"""Which customer-fault generator ``faults`` drives: one template per kind, the paraphrases, the freeform set
+written blind to the review's checks (``customer_faults_freeform.py``), or the roleplay set, a customer that slips
+into the agent's role, written blind for the final held-out measurement (``customer_faults_roleplay.py``)."""
 _REQUEST = re.compile(re.escape(ASK_USER) + r"\s+(\w+)\s+(\{.*\})", re.DOTALL)
 
 
@@ -156,6 +158,8 @@ class ChatUserServer(JSONServer):
                 message = paraphrased_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
             elif self.faults_set == "freeform":
                 message = freeform_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
+            elif self.faults_set == "roleplay":
+                message = roleplay_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
             else:
                 message = customer_fault(self.faults, messages, message, scenario_of(messages))
         finish = "tool_calls" if message.get("tool_calls") else "stop"

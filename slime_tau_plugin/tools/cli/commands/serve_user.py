@@ -13,7 +13,7 @@ import argparse
 from slime_tau_plugin.tools.cli.args import non_negative_float, non_negative_int, port_number
 
 KEPT_REQUESTS = 256
-FAULT_SET_CHOICES = ("templated", "paraphrased", "freeform")
+FAULT_SET_CHOICES = ("templated", "paraphrased", "freeform", "roleplay")
 """``servers/chat_user_server.FAULT_SETS``, spelled here so the CLI does not import the server to build its help."""
 
 
@@ -48,10 +48,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="templated",
         help="which wrong customer --faults plays: templated (one sentence per kind), paraphrased (invented_id: "
         "invented facts of many shapes, as_agent: the service's speech acts, early_stop: stops and transfer "
-        "requests) or freeform, the held-out set written blind to the review's checks (the same kinds inside "
+        "requests), freeform, the held-out set written blind to the review's checks (the same kinds inside "
         "natural replies: facts in many written forms per τ domain, agent acts whole or mid-message, seven stop "
-        "shapes, on telecom in place of a device action); paraphrased and freeform log each fault at GET "
-        f"/faults/log {d}",
+        "shapes, on telecom in place of a device action) or roleplay, a second blind set for the final measurement "
+        "(as_agent: the service's speech acts as a role-flipped customer writes them; invented_id and early_stop: "
+        f"a few shapes each); paraphrased, freeform and roleplay log each fault at GET /faults/log {d}",
     )
 
 
