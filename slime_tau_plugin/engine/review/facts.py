@@ -80,7 +80,11 @@ _INTRO = re.compile(
 )
 _WORD = re.compile(r"[a-z0-9]+")
 _MARKUP = re.compile(r"<\|[^|>]*\|>|</?[a-z_]+>")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n\"(]\s*|\s-\s)$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n\"(]|\s-|\d[.)])[\s*_>#`~-]*$")
+"""Before a sentence's first word: the start, an end mark, a colon, a dash, a list number, then markdown's marks
+("**Glad I could help**", "> Unfortunately", "- Sure", "2. Return it")."""
+_ENUMERATOR = re.compile(r"(?:^|[:\n]|[.!?]\s)[\s*_>#-]*$")
+"""Before a list's "1": the start, a colon, a new line, or a sentence's end (then markdown's marks)."""
 COMMON_CAPS = frozenset(
     "i im ive ill id hi hello hey thanks thank yes yeah no nope sure okay ok please sorry also and but so well great "
     "perfect good hmm oh actually just could can would will should may might what when where which who why how is "
@@ -132,6 +136,8 @@ def stated_facts(text: str) -> list[Fact]:
     lower = text.lower()
     for m in _EMAIL.finditer(text) if "@" in text else ():
         take(FactKind.EMAIL, m.start(), m.group(0))
+    for start, end in _enumerators(text) if _DIGIT.search(text) else ():
+        taken[start:end] = b"\1" * (end - start)  # "1. Exchange it 2. Return it": list numbers, not counts
     for m in _NUMBERS.finditer(text) if _DIGIT.search(text) else ():
         take(FactKind.NUMBER, m.start(), m.group(0))
     for m in _INTRO.finditer(text) if "name" in lower or "call me" in lower else ():
@@ -165,6 +171,21 @@ def stated_facts(text: str) -> list[Fact]:
     return sorted(found, key=lambda f: f.start)
 
 
+def _enumerators(text: str) -> list[tuple[int, int]]:
+    """Where a numbered list's markers lie: bare numbers 1, 2, 3, ... in order, each before a word, the first at a
+    list's start. A lone "1" or "2 bags and 3 boxes" (no 1 first) is not a list."""
+    marks = [m for m in re.finditer(r"(?<![\w.,$#])(\d{1,2})[.)]?(?=\s+[A-Za-z])", text)]
+    runs: list[tuple[int, int]] = []
+    want = 1
+    for m in marks:
+        if int(m.group(1)) == 1 and _ENUMERATOR.search(text[max(0, m.start() - 8) : m.start()]):
+            runs, want = [(m.start(), m.end())], 2  # a list starts (again)
+        elif int(m.group(1)) == want and want > 1:
+            runs.append((m.start(), m.end()))
+            want += 1
+    return runs if len(runs) >= 2 else []
+
+
 def number_spans(text: str) -> list[str]:
     """Just the numbers of ``text`` (what grounds a stated number: no names, codes or values needed)."""
     return [m.group(0).rstrip(_TRIM) for m in _NUMBERS.finditer(text)]
@@ -187,6 +208,7 @@ def value_words() -> frozenset[str]:
     """τ's databases' value words (item options, names, cities, cabins, plans), lower case."""
     path = Path(__file__).with_name("tau_values.txt")
     try:
-        return frozenset(w for w in path.read_text().split() if w and not w.startswith("#"))
+        lines = path.read_text().splitlines()  # a comment line's words ("one per line") are no values
+        return frozenset(w for line in lines if not line.startswith("#") for w in line.split())
     except OSError:
         return frozenset()

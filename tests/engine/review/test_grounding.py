@@ -123,3 +123,26 @@ def test_spans_are_found_by_make_up_and_compared_in_normal_form() -> None:
 
 def test_chat_template_text_is_not_a_fact() -> None:
     assert stated_facts("<|im_start|>assistant") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "**Glad I could help! Let me know if you need anything.**",  # markdown before a sentence's first word
+        "Representative: > Unfortunately that is all I can do.",  # a label and a quote mark
+        "**As per the terms, it goes back to the card.**",
+        "One moment please.",
+        "Here are the options: 1. Exchange it 2. Return it",  # a numbered list's markers are no counts
+        "here are the options: 1 exchange it for another size 2 return it",
+        "ok so the line still has no data, sorry. one more question",  # the vocabulary file's comment words
+    ],
+)
+def test_markdown_list_numbers_and_comment_words_are_not_facts(text: str) -> None:
+    assert stated_facts(text) == [], [f.text for f in stated_facts(text)]
+
+
+def test_numbers_that_are_not_a_list_stay_facts() -> None:
+    """A count after a verb, a count without a "1" first, and a list item's own value are still stated facts."""
+    assert [f.text for f in stated_facts("I want 1 lamp and 2 bottles")] == ["1", "lamp", "2"]
+    assert [f.text for f in stated_facts("I have 2 bags and 3 boxes")] == ["2 bags", "3"]
+    assert "W1234567" in [f.text for f in stated_facts("My orders: 1. #W1234567 and 2. the lamp")][0]
