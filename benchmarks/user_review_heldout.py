@@ -18,7 +18,7 @@ of the same task; else a ``stop_after_done`` (no fault: a control). Each kind is
 carries, whatever check found it (:data:`EXPECTED`); per check, by the kinds its tags stand for.
 
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py [--out runs/user_review_heldout] [--tasks 0-19]
-        [--faults-set {paraphrased,freeform,roleplay}]
+        [--faults-set {paraphrased,freeform,roleplay,slips}]
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py --out runs/user_review_heldout --rescore
     PYTHONPATH=$PWD python benchmarks/user_review_heldout.py --out runs/user_review_heldout --re-review
 
@@ -220,11 +220,12 @@ def main() -> int:
     p.add_argument("--rescore", action="store_true", help="score the runs already in --out; play nothing")
     p.add_argument(
         "--faults-set",
-        choices=("paraphrased", "freeform", "roleplay"),
+        choices=("paraphrased", "freeform", "roleplay", "slips"),
         default="paraphrased",
         help="the serve-user generator of the held-out run: paraphrased, freeform (written blind to the checks, "
         "tools/servers/customer_faults_freeform.py) or roleplay (a second blind set, mainly agent acts, for the final "
-        "measurement: tools/servers/customer_faults_roleplay.py) (default: %(default)s)",
+        "measurement: tools/servers/customer_faults_roleplay.py) or slips (a third blind set, only agent acts: "
+        "tools/servers/customer_faults_slips.py) (default: %(default)s)",
     )
     p.add_argument("--re-review", action="store_true", help="--rescore with the current speaks_as_agent check")
     ns = p.parse_args()

@@ -273,6 +273,11 @@ class FaultInjector:
                 self._counts[hit.name] += 1
             return hit
 
+    def record(self, rule: FaultRule) -> None:
+        """Count ``rule`` as injected when a generator decided it itself (per conversation, not per request)."""
+        with self._lock:
+            self._counts[rule.name] += 1
+
     def counts(self) -> dict[str, int]:
         """Faults injected so far, by the name written in the spec."""
         with self._lock:

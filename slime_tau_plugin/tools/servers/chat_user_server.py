@@ -34,6 +34,7 @@ from slime_tau_plugin.tools.servers.customer_faults import customer_fault
 from slime_tau_plugin.tools.servers.customer_faults_freeform import freeform_fault
 from slime_tau_plugin.tools.servers.customer_faults_paraphrased import paraphrased_fault
 from slime_tau_plugin.tools.servers.customer_faults_roleplay import roleplay_fault
+from slime_tau_plugin.tools.servers.customer_faults_slips import slips_fault
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from slime_tau_plugin.tools.servers.fault_injection import chat_fault
 from slime_tau_plugin.tools.servers.http_base import JSONServer, Reply, RequestLog
@@ -44,10 +45,12 @@ _SCENARIO = (
     re.compile(r"<scenario>\s*(.*?)\s*</scenario>", re.DOTALL),  # τ²'s user prompt
     re.compile(r"\nInstruction: (.*?)\n\nRules:", re.DOTALL),  # τ-bench v1's
 )
-FAULT_SETS = ("templated", "paraphrased", "freeform", "roleplay")
+FAULT_SETS = ("templated", "paraphrased", "freeform", "roleplay", "slips")
 """Which customer-fault generator ``faults`` drives: one template per kind, the paraphrases, the freeform set
 written blind to the review's checks (``customer_faults_freeform.py``), or the roleplay set, a customer that slips
-into the agent's role, written blind for the final held-out measurement (``customer_faults_roleplay.py``)."""
+into the agent's role, written blind for the final held-out measurement (``customer_faults_roleplay.py``), or the
+slips set, only agent acts as a drifting LLM customer writes them, decided per conversation, written blind for the
+held-out measurement of that one check (``customer_faults_slips.py``)."""
 _REQUEST = re.compile(re.escape(ASK_USER) + r"\s+(\w+)\s+(\{.*\})", re.DOTALL)
 
 
@@ -160,6 +163,9 @@ class ChatUserServer(JSONServer):
                 message = freeform_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
             elif self.faults_set == "roleplay":
                 message = roleplay_fault(self.faults, messages, message, scenario_of(messages), self.customer_log)
+            elif self.faults_set == "slips":
+                scenario = scenario_of(messages)
+                message = slips_fault(self.faults, messages, message, scenario, self.customer_log, body.get("tools"))
             else:
                 message = customer_fault(self.faults, messages, message, scenario_of(messages))
         finish = "tool_calls" if message.get("tool_calls") else "stop"

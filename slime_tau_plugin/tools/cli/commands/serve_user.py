@@ -13,7 +13,7 @@ import argparse
 from slime_tau_plugin.tools.cli.args import non_negative_float, non_negative_int, port_number
 
 KEPT_REQUESTS = 256
-FAULT_SET_CHOICES = ("templated", "paraphrased", "freeform", "roleplay")
+FAULT_SET_CHOICES = ("templated", "paraphrased", "freeform", "roleplay", "slips")
 """``servers/chat_user_server.FAULT_SETS``, spelled here so the CLI does not import the server to build its help."""
 
 
@@ -52,7 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "natural replies: facts in many written forms per τ domain, agent acts whole or mid-message, seven stop "
         "shapes, on telecom in place of a device action) or roleplay, a second blind set for the final measurement "
         "(as_agent: the service's speech acts as a role-flipped customer writes them; invented_id and early_stop: "
-        f"a few shapes each); paraphrased, freeform and roleplay log each fault at GET /faults/log {d}",
+        "a few shapes each) or slips, a third blind set that plays only as_agent (a customer drifting into the "
+        "assistant persona, decided per conversation; invented_id and early_stop do nothing); paraphrased, freeform, "
+        f"roleplay and slips log each fault at GET /faults/log {d}",
     )
 
 
