@@ -14,8 +14,9 @@ timeouts, retries and FAILED episodes, or drawn by a ``faults`` injector (``faul
 ``judge``): refused and reset connections, 5xx, 429 with ``Retry-After``, slow and invalid-JSON answers
 (``http_base.py``), an empty answer or one with only a tool call (here), and a customer that answers
 well-formed and wrong (``customer_faults.py``: what the review must catch; ``faults_set="paraphrased"``: the
-shapes of ``customer_faults_paraphrased.py``; ``"freeform"``: ``customer_faults_freeform.py``, both logged at
-``GET /faults/log``). ``GET /faults`` counts them;
+shapes of ``customer_faults_paraphrased.py``; ``"freeform"``: ``customer_faults_freeform.py``; ``"roleplay"`` and
+``"slips"``: ``customer_faults_roleplay.py``, ``customer_faults_slips.py``, all logged at ``GET /faults/log``).
+``GET /faults`` counts them;
 ``GET /requests`` counts the chat requests it was sent (``{"total": n}``, failed ones included).
 """
 
