@@ -59,12 +59,14 @@ SHAPES: dict[str, dict[str, tuple[str, ...]]] = {
             "Hello {name}! Thank you for reaching out. How can I help you today?",
             "Hi there, welcome! What can I do for you today?",
             "Good day! I'm here to help. What brings you in today?",
+            "hi! how can i help u today",
         ),
     },
     "restate": {
         "retail": (
             "Just to make sure I understand correctly: you would like to make changes to {order}, is that right?",
             "So if I understand you correctly, you want the {item} from {order} handled today. Let me look into it.",
+            "Got it - you'd like to return or exchange the {item}. I can help with that!",
         ),
         "airline": (
             "Just to confirm I have this right, you'd like to change reservation {reservation}, correct?",
@@ -85,6 +87,7 @@ SHAPES: dict[str, dict[str, tuple[str, ...]]] = {
             "I have gone ahead and cancelled reservation {reservation} for you.",
             "I've updated your booking {reservation}; the new flight details have been sent to your email.",
             "I've added the checked bags to reservation {reservation} and applied the charge to your card on file.",
+            "ok i booked the flight to {place} on {date} for you, the confirmation number is {reservation}",
         ),
         "telecom": (
             "I have gone ahead and reset the data settings for {phone} on our end.",
@@ -105,6 +108,7 @@ SHAPES: dict[str, dict[str, tuple[str, ...]]] = {
         "telecom": (
             "Here's what I found:\n- Line: {phone}\n- Status: active\n- Data usage: over the plan limit",
             "I checked the account and the line {phone} is active but data roaming is turned off.",
+            "**Account summary**\n| Line | Status |\n|---|---|\n| {phone} | active |\nYour bill is paid in full.",
         ),
     },
     "verify": {
@@ -132,6 +136,7 @@ SHAPES: dict[str, dict[str, tuple[str, ...]]] = {
         "retail": (
             "Per our policy, delivered items can only be exchanged once, and refunds go back to the original payment.",
             "Unfortunately our policy only allows pending orders to be cancelled.",
+            "I'm afraid we are unable to offer a refund for {order}, as it falls outside our 30-day return window.",
         ),
         "airline": (
             "According to our policy, basic economy reservations cannot be modified once booked.",
@@ -168,6 +173,7 @@ SHAPES: dict[str, dict[str, tuple[str, ...]]] = {
         "any": (
             "I'll escalate this to a specialist who can assist you further.",
             "Let me transfer you to a human agent who will be able to help with this.",
+            "This is beyond what I can do from here, so I'm transferring you to the right department now. Please hold.",
             "I'm going to escalate this to our support team; someone will follow up with you.",
         ),
     },
@@ -176,6 +182,7 @@ SHAPES: dict[str, dict[str, tuple[str, ...]]] = {
             "Your request has been submitted. Please allow 5-7 business days for it to be processed.",
             "All set! The request is in, and you should see the update within 3-5 business days.",
             "Your ticket has been created and our team will get back to you within 24-48 hours.",
+            "done! you'll get a confirmation email shortly. refunds usually take 5-7 business days to show up",
         ),
     },
     "instructions": {
@@ -190,7 +197,8 @@ SHAPES: dict[str, dict[str, tuple[str, ...]]] = {
         "any": (
             "As an AI assistant, I'm here to help you resolve this as quickly as possible.",
             "As your customer service assistant, I want to make sure everything is taken care of.",
-            "I'm an AI assistant, so I can help with bookings, changes and refunds.",
+            "I'm an AI assistant, so I can help with most account questions right here in this chat.",
+            "As a virtual assistant I don't have feelings, but I'm glad I could help you today!",
         ),
     },
 }

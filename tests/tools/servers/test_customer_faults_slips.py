@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
+from slime_tau_plugin.tools.servers.chat_user_server import CONTINUE, ChatUserServer
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from tests.tools.cli.test_cli_rollout import CLI, assert_one_line_error, free_port, slime_tau
 
@@ -125,3 +127,12 @@ def test_opening_stop_and_device_report_are_never_touched(server: str):
 def test_a_bad_faults_set_is_one_line_exit_2():
     done = slime_tau(["serve-user", "--faults-set", "slipz", "--port", str(free_port())])
     assert_one_line_error(done, "--faults-set", "slips", command="serve-user")
+
+
+def test_invented_id_and_early_stop_play_nothing_in_this_set():
+    spec = FaultSpec.parse("invented_id:1.0,early_stop:1.0", seed=11)
+    with ChatUserServer(max_replies=2, faults=FaultInjector(spec, "user"), faults_set="slips") as served:
+        for domain in SCENARIOS:
+            assert say(served.url, conversation(domain, 1))["content"] == CONTINUE
+        assert get(served.url, "/faults/log")["injected"] == []
+        assert set(get(served.url, "/faults")["injected"].values()) == {0}
