@@ -228,6 +228,12 @@ def main() -> int:
         "tools/servers/customer_faults_slips.py) (default: %(default)s)",
     )
     p.add_argument("--re-review", action="store_true", help="--rescore with the current speaks_as_agent check")
+    p.add_argument(
+        "--faults",
+        default=None,
+        help=f"the serve-user --faults spec of every held-out run (default: {FAULTS}, telecom {FAULTS_TELECOM}); "
+        "e.g. as_agent:0.6 for a set that plays only agent acts",
+    )
     ns = p.parse_args()
     os.environ.setdefault("TAU_FAULTS_SEED", "7")
     out, subset = Path(ns.out), ["--tasks", ns.tasks] if ns.tasks else []
@@ -250,7 +256,7 @@ def main() -> int:
         else:
             scripted = rollout(out / f"{name}_scripted", benchmark, domain, *subset)
             served, _ = serve(out / f"{name}_served", benchmark, domain, subset, None)
-            spec = FAULTS_TELECOM if domain == "telecom" else FAULTS
+            spec = ns.faults or (FAULTS_TELECOM if domain == "telecom" else FAULTS)
             faulty, log = serve(out / f"{name}_heldout", benchmark, domain, subset, spec, ns.faults_set)
         injected.update(e["kind"] for e in log)
         clean = {task_of(r): r for r in served}
