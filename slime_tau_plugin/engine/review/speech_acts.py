@@ -69,7 +69,7 @@ def _cues(tokens: list[str]) -> tuple[bool, bool]:
     text = " ".join(tokens)
     rest = w.MY_END.sub(" ", text).replace("data plan", "plan").split()
     device = bool(w.DEVICE.intersection(rest))
-    mine = "my" in rest or "mine" in rest or device
+    mine = bool({"my", "mine", "myself"}.intersection(rest)) or device
     place = not device and (bool(w.SERVICE_PLACE.search(text)) or (not mine and bool(w.MY_END.search(text))))
     return place, place or (not mine and bool(w.TO_THEM.search(text)))
 
@@ -117,7 +117,43 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         acts |= _acts(tokens, v, ours)
     if _promised(tokens):
         acts.add("report")  # "the cancellation went through, you should see the refund in a few days"
-    return acts | _verify(tokens)
+    return acts | _verify(tokens) | _presents(tokens, text)
+
+
+def _restates(tokens: list[str]) -> bool:
+    """A summary of the other side's wish to a service act ("so, just to confirm, you'd like to cancel the order"):
+    the service summing up the request; a customer's "you'd like my zip?" is a question, "if you'd like" a
+    condition, "I know you want to verify ..." the speaker's own."""
+    for k in range(len(tokens) - 3):
+        if tokens[k : k + 3] == ["you'd", "like", "to"]:
+            at = k + 3
+        elif tokens[k : k + 4] == ["you", "would", "like", "to"]:
+            at = k + 4
+        else:
+            continue
+        if tokens[k - 1 : k] in (["if"], ["do"], ["when"], ["what"]) or w.SPEAKER.intersection(tokens[:k]):
+            return False
+        if not w.SUMMING_UP.intersection(tokens[:k]):
+            return False  # a pasted instruction ("... you'd like to exchange ..."), not a summary
+        return at < len(tokens) and w.FORMS.get(tokens[at]) in w.RESTATED
+    return False
+
+
+def _presents(tokens: list[str], text: str) -> set[str]:
+    """The service presenting its own work to the other side, whatever the verb: an act "in our system" by the
+    speaker ("I've turned on roaming in our system"), "here's what I found" over a list, "good news: your ...";
+    none with the speaker's own things (``my``: "here's what I found in my email") or as a question."""
+    if "?" in tokens or {"my", "mine", "myself"}.intersection(tokens):
+        return set()
+    if w.SUMMARY.search(text) or _restates(tokens):
+        return {"report"}  # "here's a summary: you'd like to cancel reservation ABC123"
+    if not {"our", "found", "news"}.intersection(tokens):
+        return set()
+    if w.SERVICE_PLACE.search(text) and w.FIRST.intersection(tokens):
+        return {"report" if w.PERFECT.intersection(tokens) else "offer"}
+    if w.FOUND.search(text) or (tokens[:2] == ["good", "news"] and "your" in tokens):
+        return {"report"}
+    return set()
 
 
 def _noun(tokens: list[str], k: int) -> bool:
@@ -139,19 +175,27 @@ def _features(tokens: list[str], k: int, verb: str, last: int | None, cued: bool
     actor = subject in w.FIRST or (subject is None and any(t in {"happy", "glad"} for t in before))
     clause = tokens[at if at is not None else max(0, k - 5) : k + 11]  # the actor's clause
     place, for_them = _cues(clause) if cued else (False, False)
-    looks = verb in {"look", "pull"} and after[:1] in (["up"], ["into"])
-    obj = after[1:] if after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"]) else after  # past a particle
-    record = _record(obj, verb in w.SERVICE_ONLY) and verb not in w.CUSTOMER_VERBS
+    split = after[:1] in (["it"], ["that"], ["this"], ["them"]) and after[1:2] == ["up"]  # "look that up"
+    looks = verb in {"look", "pull"} and (after[:1] in (["up"], ["into"]) or split)
+    particle = after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"], ["on"])
+    obj = after[1:] if particle else after
+    named = particle and obj[:1] != [] and obj[0] in w.RECORDS and obj[1:2] != [] and obj[1] not in w.OWN_IDS
+    record = (named or _record(obj, verb in w.SERVICE_ONLY)) and verb not in w.CUSTOMER_VERBS  # "check on order W1"
     service_only = verb in w.SERVICE_ONLY or looks  # a pronoun is a record only to the first ("I'll look into it")
     sends = verb in w.SEND_VERBS and after[:1] == ["you"] and bool(w.ARTIFACTS.intersection(after[1:5]))
     helps = verb in w.HELP_VERBS and after[:2] in (["with", "that"], ["with", "this"], ["with", "it"])
     helps = sends or (helps and before[-1:] in (["can"], ["to"], ["me"], ["will"], ["i'll"], ["we'll"], ["could"]))
     helps = helps or bool(w.EVALUATIONS.intersection(after[:3]))  # "let me verify the eligibility of ..."
-    theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
-    if verb in w.FOR_YOU_ONLY:
-        theirs = "for you" in " ".join(after)
     offer = any(t in w.OFFER for t in before) or "me to" in " ".join(before)  # "would you like me to"
     offer = offer and not _asks_self(tokens, at)
+    inspects = record and offer and verb in w.INSPECT and after[:1] != ["for"]  # "I'll look for those details"
+    mine = {"my", "mine", "myself"}.intersection(tokens)
+    inspects = inspects and not mine and "options" not in obj[:4]  # options are the customer's to weigh
+    inspects = inspects and not w.DEVICE.intersection(tokens)  # "let me check the details of the order"
+    theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
+    theirs = theirs or inspects
+    if verb in w.FOR_YOU_ONLY:
+        theirs = "for you" in " ".join(after)
     return _Verb(k, tokens[k], verb, before, after, at, actor, theirs, offer, for_them, place, service_only)
 
 

@@ -66,7 +66,28 @@ OWN_FAULT = {"forgot", "meant", "gave", "misspoke", "mistake", "wrong", "typo", 
 EMPATHY = re.compile(
     r"\b(?:must be|imagine how|understand how) (?:so |very |really )?(?:frustrating|stressful|upsetting)\b"
     r"|\bhow (?:frustrating|stressful|upsetting) (?:this|that|it) must be\b|\bunderstand your frustration\b"
+    r"|\b(?:this|that|it) must (?:be|have been) (?:\w+ ){0,2}for you\b"
+    r"|\bunderstand (?:your|the) (?:concern|concerns|frustration|disappointment|worry|worries|inconvenience)\b"
 )
+"""Empathy with the other side's trouble: "I understand how annoying this must be for you"."""
+COMPANY = re.compile(
+    r"\bwe(?:'re| are)? (?:sincerely |truly |deeply |so |very )?(?:apologi[sz]e|sorry|regret)\b"
+    r"|\bon (?:our|the company's) (?:end|side|part)\b|\bwith us\b"
+    r"|\bon behalf of (?:the|our) (?:\w+ )?(?:company|team|airline|store|staff|management)\b"
+)
+"""An apology in the company's voice: "we apologize", "the mix-up on our side", "on behalf of the company"."""
+OPTIONS = re.compile(
+    r"\bhere (?:are|is) (?:\w+ ){0,3}(?:options|choices|alternatives)\b"
+    r"|\byour (?:\w+ )?(?:options|choices) (?:are|would be|include)\b"
+    r"|\byou (?:have|'ve got|have got) (?:two|three|four|a few|several|some|\d+) (?:\w+ )?(?:options|choices)\b"
+)
+"""The service laying out the other side's options (a statement: "what are my options?" is the customer's)."""
+CHOICE = re.compile(
+    r"^(?:(?:so|and|now|then|okay|ok)\s+)*which\b(?:(?!\bthink\b|\brecommend\b).)*"
+    r"\b(?:prefer|best|go with|choose)\b"
+    r"|\b(?:suits? you|works? (?:best |better )?for you|sounds? (?:good|better|best) to you)\b"
+)
+"""A question asking the other side to pick: "which would you prefer?", "would the 4pm one suit you better?"."""
 POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b|\b(?:not|isn't) something we can\b")
 RULES = re.compile(
     r"\b(?:per|under|according to) (?:the |your )?(?:airline |company |store |fare )?"
@@ -114,6 +135,8 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
         acts.add("ask")
     if question and TRIP.search(sentence) and not own:
         acts.add("ask")  # "how many passengers will be traveling?"
+    if not own and ((question and CHOICE.search(sentence)) or (not question and OPTIONS.search(sentence))):
+        acts.add("ask")  # "here are your options: ...", "which would you prefer?"
     if "may i ask" in sentence and not {"my", "mine"}.intersection(tokens) and not device:
         acts.add("ask")  # "may I ask the reason for the cancellation?"
     if (
@@ -169,7 +192,7 @@ def _apologizes(sentence: str, tokens: list[str]) -> bool:
     rest = w.TOKENS.findall(REPLY.sub(" ", sentence[m.end() :]))
     if OWN.intersection(rest) or OWN_FAULT.intersection(rest):
         return False  # "sorry, I forgot my order number", "I apologize, I gave you the wrong zip"
-    company = tokens[:1] in (["we"], ["we're"], ["our"]) or "on our end" in sentence or "with us" in sentence
+    company = tokens[:1] in (["we"], ["we're"], ["our"]) or bool(COMPANY.search(sentence))
     yours = next((rest[k + 1] for k, t in enumerate(rest[:-1]) if t == "your"), None)
     theirs = (yours is not None and yours not in THEIR_OWN) or bool(re.search(r"\bcaused (?:to )?you\b", sentence))
     return company or theirs
