@@ -50,6 +50,7 @@ substring test; benchmarks/user_review.md). Imports only ``speech_words``.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 
 from slime_tau_plugin.engine.review import speech_words as w
@@ -58,15 +59,20 @@ from slime_tau_plugin.engine.review.speech_asks import asks_and_stances
 __all__ = ["agent_acts"]
 
 
+MY_SIDE = re.compile(r"\b(?:on|from) my (?:end|side)\b")
+
+
 def _verb(token: str) -> str | None:
     """The service verb ``token`` is a form of (``cancelled`` -> ``cancel``), or None: one dict look-up."""
     return w.FORMS.get(token)
 
 
-def _cues(tokens: list[str]) -> tuple[bool, bool]:
+def _cues(tokens: list[str], done: bool) -> tuple[bool, bool]:
     """(the sentence says where only the service acts, it says the act is done for the other side). "On my end"
-    is the service's only away from a device and the customer's own things."""
+    is the service's only away from a device and the customer's own things, and only for an act offered or under
+    way (``done``: "I've confirmed the address on my end" is a customer's check of its own details)."""
     text = " ".join(tokens)
+    text = MY_SIDE.sub(" ", text) if done else text
     rest = w.MY_END.sub(" ", text).replace("data plan", "plan").split()
     device = bool(w.DEVICE.intersection(rest))
     mine = bool({"my", "mine", "myself"}.intersection(rest)) or device
@@ -127,6 +133,8 @@ def _restates(tokens: list[str]) -> bool:
     for k in range(len(tokens) - 3):
         if tokens[k : k + 3] == ["you'd", "like", "to"]:
             at = k + 3
+        elif tokens[k] == "you're" and tokens[k + 1].endswith("ing"):  # "to recap: you're returning the keyboard"
+            at, tokens = k + 1, [*tokens[: k + 1], w.FORMS.get(tokens[k + 1], ""), *tokens[k + 2 :]]
         elif tokens[k : k + 4] == ["you", "would", "like", "to"]:
             at = k + 4
         else:
@@ -143,11 +151,15 @@ def _presents(tokens: list[str], text: str) -> set[str]:
     """The service presenting its own work to the other side, whatever the verb: an act "in our system" by the
     speaker ("I've turned on roaming in our system"), "here's what I found" over a list, "good news: your ...";
     none with the speaker's own things (``my``: "here's what I found in my email") or as a question."""
-    if "?" in tokens or {"my", "mine", "myself"}.intersection(tokens):
+    if {"my", "mine", "myself"}.intersection(tokens):
         return set()
-    if w.SUMMARY.search(text) or _restates(tokens):
-        return {"report"}  # "here's a summary: you'd like to cancel reservation ABC123"
-    if not {"our", "found", "news"}.intersection(tokens):
+    if _restates(tokens):
+        return {"report"}  # "to recap: you'd like to cancel reservation ABC123, correct?"
+    if "?" in tokens:
+        return set()
+    if w.SUMMARY.search(text):
+        return {"report"}  # "here's a summary of what we discussed"
+    if not {"our", "here", "here's", "news"}.intersection(tokens):
         return set()
     if w.SERVICE_PLACE.search(text) and w.FIRST.intersection(tokens):
         return {"report" if w.PERFECT.intersection(tokens) else "offer"}
@@ -174,7 +186,8 @@ def _features(tokens: list[str], k: int, verb: str, last: int | None, cued: bool
     subject = tokens[at] if at is not None else None
     actor = subject in w.FIRST or (subject is None and any(t in {"happy", "glad"} for t in before))
     clause = tokens[at if at is not None else max(0, k - 5) : k + 11]  # the actor's clause
-    place, for_them = _cues(clause) if cued else (False, False)
+    done = tokens[k].endswith("ed") or tokens[k] in w.IRREGULAR
+    place, for_them = _cues(clause, done) if cued else (False, False)
     split = after[:1] in (["it"], ["that"], ["this"], ["them"]) and after[1:2] == ["up"]  # "look that up"
     looks = verb in {"look", "pull"} and (after[:1] in (["up"], ["into"]) or split)
     particle = after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"], ["on"])
@@ -320,7 +333,8 @@ def _record(words: list[str], pronoun: bool) -> bool:
         if token in {"my", "mine"} or (k > 0 and token in w.PREPOSITIONS) or (k == 0 and token == "to"):
             return False  # the speaker's own, or past the object
         if token in {"it", "them", "this", "that"} and k == 0 and (words[1:2] == [] or words[1] not in w.RECORDS):
-            return pronoun  # "I'll escalate this", "I processed it": a pronoun is a record only to a service-only verb
+            mine = {"my", "mine", "myself", "down"}.intersection(words[1:6])  # "flag it to my bank", "note it down"
+            return pronoun and not mine  # "I'll escalate this": a pronoun is a record only to a service-only verb
         if token in w.DETERMINERS:
             at = next((j for j in range(k + 1, min(k + 3, len(words))) if words[j] in w.RECORDS), None)
             if at is not None:

@@ -80,12 +80,14 @@ OPTIONS = re.compile(
     r"\bhere (?:are|is) (?:\w+ ){0,3}(?:options|choices|alternatives)\b"
     r"|\byour (?:\w+ )?(?:options|choices) (?:are|would be|include)\b"
     r"|\byou (?:have|'ve got|have got) (?:two|three|four|a few|several|some|\d+) (?:\w+ )?(?:options|choices)\b"
+    r"|\byou can (?:choose|pick|select) (?:between|from|either)\b"
 )
 """The service laying out the other side's options (a statement: "what are my options?" is the customer's)."""
 CHOICE = re.compile(
     r"^(?:(?:so|and|now|then|okay|ok)\s+)*which\b(?:(?!\bthink\b|\brecommend\b).)*"
     r"\b(?:prefer|best|go with|choose)\b"
     r"|\b(?:suits? you|works? (?:best |better )?for you|sounds? (?:good|better|best) to you)\b"
+    r"|\b(?:have|any) (?:a )?preference\b"
 )
 """A question asking the other side to pick: "which would you prefer?", "would the 4pm one suit you better?"."""
 POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b|\b(?:not|isn't) something we can\b")
@@ -96,6 +98,13 @@ RULES = re.compile(
     r"|\byou(?:'re| are) (?:entitled|eligible|allowed|permitted) to\b"
 )
 """The rules applied to the other side, stated (not asked) and not by a speaker of its own things."""
+THEIR_TROUBLE = re.compile(
+    r"\byou(?:'ve| have)? (?:had to|been (?:dealing|going through|having)|experienced|went through)\b"
+    r"|\byou(?:'re| are) (?:dealing with|going through|experiencing|having to)\b"
+)
+"""What the other side went through, the object of the service's apology ("sorry you've had to deal with this")."""
+INELIGIBLE = re.compile(r"\b(?:is not|isn't|aren't|are not) (?:eligible|permitted|allowed|refundable)\b")
+"""A rule stated on a record, the service's with its hedge ("I'm afraid that fare isn't eligible for changes")."""
 QUOTED = {"says", "said", "read", "website", "site", "saw", "heard", "thought", "think"}
 """A customer quoting the rules it read ("the website says items that have been opened cannot be returned")."""
 PLURAL_RECORDS = {"items", "orders", "tickets", "reservations", "flights", "bookings", "fares", "products"}
@@ -149,11 +158,13 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
     mine = {"my", "mine", "me"}.intersection(tokens) or QUOTED.intersection(tokens)
     hedged = " ".join(tokens).replace("i'm afraid", " ").split()  # the service's hedge, not its own things
     generic = not OWN.intersection(hedged) and _generic_rule(tokens)  # "since X cannot be upgraded, I don't ..."
+    generic = generic or (not OWN.intersection(hedged) and bool(INELIGIBLE.search(sentence)))
     generic = generic and bool({"unfortunately", "afraid"}.intersection(tokens))  # the service's bad news, hedged
     rules = not question and not mine and (RULES.search(sentence) or generic)
     if POLICY.search(sentence) or rules or _limits(sentence, tokens, question, own):
         acts.add("policy")
     clauses = [] if question else re.split(r"[:;,]", spoken)[1:]  # "let's try something: turn your phone off"
+    own = own and bool(OWN.intersection(re.sub(r"\bfor me\b", " ", spoken).split()))  # "... again for me?"
     if not own and HELD.search(spoken) and any(_instructs(c) for c in [spoken, *clauses]):
         acts.add("instruct")
     return acts
@@ -195,6 +206,7 @@ def _apologizes(sentence: str, tokens: list[str]) -> bool:
     company = tokens[:1] in (["we"], ["we're"], ["our"]) or bool(COMPANY.search(sentence))
     yours = next((rest[k + 1] for k, t in enumerate(rest[:-1]) if t == "your"), None)
     theirs = (yours is not None and yours not in THEIR_OWN) or bool(re.search(r"\bcaused (?:to )?you\b", sentence))
+    theirs = theirs or bool(THEIR_TROUBLE.search(sentence))  # "I'm sorry you've had to deal with this"
     return company or theirs
 
 
@@ -203,7 +215,7 @@ def _limits(sentence: str, tokens: list[str], question: bool, own: bool) -> bool
     if question:
         return False
     m = WE_LIMIT.search(sentence)
-    if m and m.group(1) in LIMIT_VERBS and not {"our", "my", "ourselves"}.intersection(tokens):
+    if m and m.group(1) in LIMIT_VERBS - {"make", "do", "see"} and not {"our", "my", "ourselves"}.intersection(tokens):
         return True
     m = I_REFUSE.search(sentence)
     if m is None or m.group(1) not in LIMIT_VERBS or w.DEVICE.intersection(tokens):

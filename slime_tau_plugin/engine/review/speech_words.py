@@ -175,7 +175,8 @@ VOICE = Cues(
     ("our ", r"\b(?:according to|per|based on) our (?:records|system|database|files)\b"
      r"|\bour (?:system|database|files) (?:shows?|indicates?)\b"),
     ("you ", r"\b(?:let me|i'll|i will|i'm going to|i am going to|i can|allow me to|we'll)"
-     r" (?:\w+ )?(?:get|send|pass|put|hand|patch|route|bring) you (?:over |through |along |right )?to\b"),
+     r" (?:\w+ )?(?:get|send|pass|put|hand|patch|route|bring) you (?:over |through |along |right |off )?to\b"),
+    ("while", r"\b(?:one|a|just a) (?:moment|sec|second|minute)(?: please)?,? while (?:i|we)\b(?!.*\bmy\b)"),
     ("sorry to hear", r"\b(?:i'm|we're|i am|we are) (?:so |very |really |truly )?sorry to hear"
      r" (?:about )?(?:that )?your\b"
      r"|\bwe're (?:so |very |really |truly )?sorry to hear\b"),
@@ -228,7 +229,9 @@ INSPECT = {"check", "look", "review", "search", "locate", "pull"}
 """Verbs of reading records: offered on a named record with none of the speaker's own things, the service's
 ("let me check the details of the order", "I can check on flight HAT045")."""
 PERFECT = {"i've", "we've", "ive", "weve", "just", "already", "have", "has"}
-FOUND = re.compile(r"\bhere(?:'s| is) what (?:i|we) (?:found|see|have|pulled up|can see|was able to find)\b")
+FOUND = re.compile(
+    r"\bhere(?:'s| is) what (?:i|we) (?:found|see|have|pulled up|can see|was able to find|can offer|can do)\b"
+)
 SUMMARY = re.compile(r"\bhere(?:'s| is) (?:a |the |my |our )?(?:quick |brief )?(?:summary|recap|rundown)\b")
 """The service summing up (a customer's summary is of "my" things, which the caller rules out)."""
 RESTATED = {"cancel", "return", "exchange", "modify", "change", "update", "book", "rebook", "refund", "upgrade",

@@ -191,6 +191,15 @@ AGENT_4 = [
     "Thanks for bearing with me while I checked on that.",
     "Rest assured, we'll get this resolved for you.",
     "According to our records, the payment went through on the 12th.",
+    "I'm really sorry you've had to deal with this.",
+    "Here's what I can offer: a voucher for $100 or a full refund.",
+    "You can choose between a refund to your card or a gift card.",
+    "Do you have a preference between the two?",
+    "One moment please while I verify a few details.",
+    "I'm afraid that fare class isn't eligible for changes.",
+    "Let me hand you off to a colleague who specializes in billing.",
+    "Just to recap: you're returning the keyboard and keeping the mouse, correct?",
+    "Could you please toggle airplane mode off and on again for me?",
 ]
 CUSTOMER_4 = [
     "I understand, thanks for explaining.",
@@ -222,6 +231,16 @@ CUSTOMER_4 = [
     "Let me look that up, one sec.",
     "I'll look into it and get back to you.",
     "Thanks for your patience while I checked my email.",
+    "Thanks so much for your help. I've confirmed the address on my end, it's correct.",
+    "I'll flag this to my bank too.",
+    "I've noted that down, thanks.",
+    "We're unable to make the earlier flight.",
+    "Do you have a preference for which ID I give you?",
+    "One moment please while I find my card.",
+    "I'm afraid my ticket isn't eligible, is it?",
+    "Just to recap, I'm returning the keyboard and keeping the mouse.",
+    "Could you check that for me?",
+    "Sorry you have to deal with all my changes.",
 ]
 
 
