@@ -17,6 +17,9 @@ features are about who acts on whose things, not wording (the words are in ``spe
   when the verb is one only the service performs (process, issue, waive, note, escalate, look up/into, pull up: then
   "it" and "this" count too) or a cue says it is done *for the other side*; never the speaker's own (``my``), the
   record's identifier ("the order number"), or what a customer does to its own records (place, book, return);
+- ``inspects``: the speaker offers to read a service record (check, look at, review, search, pull up) named by a
+  determiner or by its id after a particle ("let me check the details of the order", "I can check on order
+  #W7209932"), with none of its own things, no device, not "look for" and not the options;
 - ``place``: where only the service works: "our system/records", and, when the clause names none of the speaker's
   own things and no device, "in the system", "on my end", "on file", "on/from the account";
 - ``for them``: "you'll receive", "should show up", "as requested", "if you'd like", "for you", "all set", "just
@@ -33,6 +36,8 @@ features are about who acts on whose things, not wording (the words are in ``spe
   we continue*", "*to locate* ...") with none of the speaker's own things; "for security" in a request;
 - ``reading``: the service reading the other side's records to them ("I see here that your order ...", "it looks
   like your reservation ...");
+- ``presents``: the service presenting its work whatever the verb: an act "in our system", "here's what I found",
+  "good news: your ...", a summary of the request after an opener ("to recap, you'd like to cancel ...");
 - ``service voice``: thanking the other side for contacting, calling, getting in touch or choosing, "welcome to",
   "you've reached", "valued customer", "glad I could help", "anything else I can do", "how can I help", "my
   pleasure", a role label, a tool call.

@@ -9,13 +9,15 @@ whose wish or device it is, and whether the speaker's own things are in the sent
 
 - ``ask``: a question (or "let me know ...") to ``you`` about a wish (like, prefer, want, wish, 'd rather, looking
   to), not about what the other side wants the *speaker* to do or hand over (``me``, ``my``, an identifier) nor
-  what the speaker will tell ("what would you like to know?"); "may I ask the reason"; the speaker's go-ahead
-  before its own write ("shall I ...", "should I go ahead / proceed", "would you like me to proceed", "can I go
-  ahead and process this for you?"; not "can we proceed?", which real customers ask, nor "should I return it or
-  exchange it?"); a yes demanded ("(yes/no)", "confirm with a yes", "reply with yes", "your permission");
+  what the speaker will tell ("what would you like to know?"); "may I ask the reason"; the other side's options
+  laid out ("here are your options") or a pick asked ("which would you prefer?", "do you have a preference?");
+  the speaker's go-ahead before its own write ("shall I ...", "should I go ahead / proceed", "would you like me
+  to proceed", "can I go ahead and process this for you?"; not "can we proceed?", which real customers ask, nor
+  "should I return it or exchange it?"); a yes demanded ("(yes/no)", "confirm with a yes", "your permission");
 - ``apologize``: a stated apology whose object is the other side's ("your order", not "your website" or "your
-  question"; "caused you") or whose speaker is the company ("we apologize", "on our end", "with us"), with no own
-  fault ("I forgot", "my mistake"); empathy with the other side ("how frustrating this must be"). "Sorry for the
+  question"; "caused you"; what it went through: "you've had to deal with") or whose speaker is the company ("we
+  apologize" anywhere, "on our end/side", "on behalf of the company"), with no own fault ("I forgot", "my
+  mistake"); empathy with the other side ("how frustrating this must be", "must be for you"). "Sorry for the
   inconvenience" alone is not: real customers apologise for it too;
 - ``policy``: "our policy/rules", "not something we can do"; rules stated to the other side ("per the terms of
   your fare", "you're entitled to"); ``we`` + a limit (can only, cannot, don't) on a service verb, no ``our`` or
