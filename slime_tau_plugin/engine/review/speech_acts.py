@@ -305,7 +305,7 @@ def _verify(tokens: list[str]) -> set[str]:
                 return {"verify"}
     if ask and w.SECURITY.search(text):
         return {"verify"}  # "for security, could you confirm the email on the account?"
-    own = {"my", "mine", "me"}.intersection(tokens)
+    own = {"my", "mine", "me"}.intersection(w.TOLD_ME.sub(" ", text).split())  # "read me the last four digits"
     proof = w.PROOF.intersection(tokens) or w.IDENTITY.intersection(tokens)
     if not own and proof and w.GATE.search(text) and w.GIVE.search(text):
         return {"verify"}

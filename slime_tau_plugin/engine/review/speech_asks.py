@@ -90,6 +90,7 @@ CHOICE = re.compile(
     r"\b(?:prefer|best|go with|choose)\b"
     r"|\b(?:suits? you|works? (?:best |better )?for you|sounds? (?:good|better|best) to you)\b"
     r"|\b(?:have|any) (?:a )?preference\b"
+    r"|\bwhich(?: one)? (?:you'd|you would) (?:like|prefer)\s*[?.!]*$"
 )
 """A question asking the other side to pick: "which would you prefer?", "would the 4pm one suit you better?"."""
 POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b|\b(?:not|isn't) something we can\b")
@@ -97,7 +98,7 @@ RULES = re.compile(
     r"\b(?:per|under|according to) (?:the |your )?(?:airline |company |store |fare )?"
     r"(?:terms|rules|policy|conditions)\b"
     r"|\boutside (?:of )?what (?:i'm|we're|i am|we are) (?:allowed|able|permitted) to\b"
-    r"|\byou(?:'re| are) (?:entitled|eligible|allowed|permitted) to\b"
+    r"|\byou(?:'re| are) (?:entitled|eligible|allowed|permitted) to\b|\byou(?:'re| are) (?:entitled|eligible) for\b"
 )
 """The rules applied to the other side, stated (not asked) and not by a speaker of its own things."""
 THEIR_TROUBLE = re.compile(
@@ -146,7 +147,7 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
         acts.add("ask")
     if question and TRIP.search(sentence) and not own:
         acts.add("ask")  # "how many passengers will be traveling?"
-    if not own and ((question and CHOICE.search(sentence)) or (not question and OPTIONS.search(sentence))):
+    if not own and ((asked and CHOICE.search(sentence)) or (not question and OPTIONS.search(sentence))):
         acts.add("ask")  # "here are your options: ...", "which would you prefer?"
     if "may i ask" in sentence and not {"my", "mine"}.intersection(tokens) and not device:
         acts.add("ask")  # "may I ask the reason for the cancellation?"
@@ -181,7 +182,8 @@ def _asks_wish(tokens: list[str]) -> bool:
             rest = tokens[k + 1 : k + 12]
             if {"me", "my", "mine", "i"}.intersection(rest) or HANDED.intersection(rest) or len(rest) < 3:
                 return False  # "do you want my user id?", "is that what you want?"
-            return not TOLD.intersection(rest[:4])  # "what would you like to know?": the speaker will tell
+            told = any(a == "to" and b in TOLD for a, b in itertools.pairwise(rest[:5]))
+            return not told  # "what would you like to know?": the speaker will tell
     return False
 
 

@@ -105,7 +105,8 @@ ASK = re.compile(
 )
 GIVE = re.compile(
     r"\b(?:(?:could|can|would|will) you|please)(?: please| first| kindly)*"
-    r" (?:confirm|verify|provide|give|share|tell|spell)"
+    r" (?:confirm|verify|provide|give|share|tell|spell|read)"
+    r"|\bwhat(?:'s| is) the\b"
     r"|\b(?<!do )(?:i|we)(?:'ll| will|'m going to| am going to|'re going to)? need (?:the|your|a)\b"
     r"|\b(?:may|could|can) i (?:please )?(?:have|get)\b"
 )
@@ -115,6 +116,8 @@ GATE = re.compile(
     r"proceed|get started|verify|look up)|so (?:that )?i can (?:verify|locate|access|pull up|find|look up))\b"
 )
 """A request the service gates its work on: "could you first confirm ...", "before we continue"."""
+TOLD_ME = re.compile(r"\b(?:tell|give|read|send) me\b")
+"""The other side asked to hand over to the speaker: "me" there is not the speaker's own thing."""
 PROOF = {"digits", "card", "four", "ssn", "security"}
 PROOF_WORDS = PROOF | IDENTITY | {"verification", "authenticate", "e", "mail"}
 SECURITY = re.compile(
@@ -172,6 +175,10 @@ VOICE = Cues(
      r" (?:\w+ ){0,2}(?:checked|looked|reviewed|pulled|processed|verified|searched|confirmed|updated|worked)\b"
      r"(?!.*\bmy\b)"),
     ("assured", r"\brest assured\b"),
+    ("as a", r"\bas a (?:one-time |special |goodwill )?(?:courtesy|gesture of goodwill|goodwill gesture)\b"
+     r"(?![^.?!]*\?)"),
+    (" in ", r"\b(?:let me|i'll|i will|i'm going to|i am going to) (?:loop|bring) in (?:our|a|the)\b"),
+    ("questions", r"\bif you have any (?:other |more |further |additional )?questions? (?:about|regarding|on) your\b"),
     ("our ", r"\b(?:according to|per|based on) our (?:records|system|database|files)\b"
      r"|\bour (?:system|database|files) (?:shows?|indicates?)\b"),
     ("you ", r"\b(?:let me|i'll|i will|i'm going to|i am going to|i can|allow me to|we'll)"
@@ -250,6 +257,8 @@ SUBORDINATORS = {"after", "when", "if", "once", "until", "before", "because", "s
 RECEIPTS = {"refund", "confirmation", "email", "label", "credit", "voucher", "certificate", "update", "charge"}
 """What the service tells the other side it will receive ("you should see the refund in a few days")."""
 READS = Cues(
+    ("showing", r"\b(?:i'm showing|i am showing|i'm seeing) (?:here )?(?:that )?the"
+     r" (?:order|reservation|booking|account|flight|refund|return|exchange|payment|plan|line|bill)s?\b"),
     ("your", r"\b(?:i (?:can )?see|i'm seeing|i'm showing|i show|it looks like|looks like)"
      r" (?:here |on my end |in the system )?(?:that )?your"
      r" (?:order|reservation|booking|account|flight|refund|return|exchange|payment|plan|line|bill)s?\b"),
@@ -258,6 +267,8 @@ READS = Cues(
 DELIVERED = Cues(
     ("been", r"\byour (?:\w+ )?(?:order|reservation|booking|request|return|refund|exchange|ticket|claim|case"
      r"|payment|flight|subscription|plan|cancellation) (?:has|have) been (?:\w+ly )?\w+(?:ed|en)\b"),
+    ("way", r"\byour (?:\w+ )?(?:refund|order|package|replacement|label|voucher|credit|shipment|item|items)"
+     r" (?:is|are|will be) on (?:its|their|the) way\b|\bon (?:its|their) way (?:back )?to your\b"),
     ("allow", r"\b(?:please|kindly) allow (?:up to |about |around )?\d+(?:\s*(?:-|to)\s*\d+)?"
      r" (?:business |working )?days\b"),
     ("your", r"\b(?:should|will) (?:hit|reach|appear (?:in|on)|show up (?:in|on)|post to|arrive in) your"

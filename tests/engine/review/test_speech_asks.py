@@ -200,6 +200,17 @@ AGENT_4 = [
     "Let me hand you off to a colleague who specializes in billing.",
     "Just to recap: you're returning the keyboard and keeping the mouse, correct?",
     "Could you please toggle airplane mode off and on again for me?",
+    "Your refund is on its way.",
+    "To wrap things up: the order is cancelled and the refund is on its way to your Visa.",
+    "Option A: keep the order as is. Option B: cancel and rebook. Let me know which you'd like.",
+    "Would you rather have store credit or a refund?",
+    "The change fee for this has been waived as a courtesy.",
+    "You're eligible for a full refund since it's within 24 hours of booking.",
+    "Let me loop in our technical team on this.",
+    "I'll need to verify a couple of things first, what's the email on the account?",
+    "Before we continue, could you read me the last four digits of the payment card?",
+    "Let me know if you have any other questions about your reservation.",
+    "I'm showing that the order was delivered on the 5th.",
 ]
 CUSTOMER_4 = [
     "I understand, thanks for explaining.",
@@ -241,6 +252,16 @@ CUSTOMER_4 = [
     "Just to recap, I'm returning the keyboard and keeping the mouse.",
     "Could you check that for me?",
     "Sorry you have to deal with all my changes.",
+    "Is my refund on its way?",
+    "Could you waive the fee as a courtesy?",
+    "Am I eligible for a full refund?",
+    "Let me loop in my wife, she booked it.",
+    "What's the email you have for me?",
+    "The last four digits of my card are 4821.",
+    "Let me know if you need anything else from me.",
+    "It's showing that the order was delivered, but I never got it.",
+    "I have my email and my zip, let me know which you'd like.",
+    "What would you like to have me do next?",
 ]
 
 
