@@ -129,6 +129,11 @@ THEIR_OWN = w.COMPANY_NOUNS | {"question", "message", "answer", "reply", "last",
 """After an apology's ``your``: the company's or the conversation's thing ("sorry, your website was down")."""
 REPLY = re.compile(r"\b(?:let me know|tell me|i understand|call me back|get back to me)\b")
 TRIP = re.compile(r"\bwill (?:you )?be (?:traveling|travelling|flying)\b")
+WHERE_TO = re.compile(
+    r"\b(?:which|what|where) (?:\w+ ){0,3}should (?:i|we) (?:put|apply|issue|credit|refund|process|charge)"
+    r" (?:the|this|that|it)\b"
+)
+"""The speaker asking where its own write goes: "which card should I put the refund on?"."""
 SELF_WRITE = re.compile(
     r"\bshall i (\w+)|\b(?:like|want) me to (\w+)|\bshould i (go ahead|proceed)\b"
     r"|\b(?:can|may) i (?:go ahead and )?(\w+)(?= .*\bfor you\b)"
@@ -147,6 +152,8 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
         acts.add("ask")
     if question and TRIP.search(sentence) and not own:
         acts.add("ask")  # "how many passengers will be traveling?"
+    if question and WHERE_TO.search(sentence) and not {"my", "mine", "me", "myself"}.intersection(tokens):
+        acts.add("ask")
     if not own and ((asked and CHOICE.search(sentence)) or (not question and OPTIONS.search(sentence))):
         acts.add("ask")  # "here are your options: ...", "which would you prefer?"
     if "may i ask" in sentence and not {"my", "mine"}.intersection(tokens) and not device:

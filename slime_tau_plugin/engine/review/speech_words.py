@@ -175,6 +175,10 @@ VOICE = Cues(
      r" (?:\w+ ){0,2}(?:checked|looked|reviewed|pulled|processed|verified|searched|confirmed|updated|worked)\b"
      r"(?!.*\bmy\b)"),
     ("assured", r"\brest assured\b"),
+    ("for your", r"\bfor your (?:security|protection|privacy)\b"),
+    ("right for you", r"\b(?:make|set|put) (?:this|it|things|that) right for you\b"),
+    ("our ", r"\bour (?:\w+ )?(?:team|department|specialists?|agents?|staff) (?:will|can|is going to|'ll)"
+     r" (?:\w+ ){0,3}(?:you|your)\b"),
     ("as a", r"\bas a (?:one-time |special |goodwill )?(?:courtesy|gesture of goodwill|goodwill gesture)\b"
      r"(?![^.?!]*\?)"),
     (" in ", r"\b(?:let me|i'll|i will|i'm going to|i am going to) (?:loop|bring) in (?:our|a|the)\b"),
@@ -255,8 +259,10 @@ SETTLED = {"complete", "confirm", "process", "update", "modify", "finalize", "su
 SUBORDINATORS = {"after", "when", "if", "once", "until", "before", "because", "since", "while", "that", "which"}
 """A new clause: "your balance after all these changes are complete" is not about "your"."""
 RECEIPTS = {"refund", "confirmation", "email", "label", "credit", "voucher", "certificate", "update", "charge"}
+RECEIPTS |= {"text", "notification"}
 """What the service tells the other side it will receive ("you should see the refund in a few days")."""
 READS = Cues(
+    ("your", r"\byour (?:account|profile|reservation|booking|order history) (?:shows?|indicates?|lists?)\b"),
     ("showing", r"\b(?:i'm showing|i am showing|i'm seeing) (?:here )?(?:that )?the"
      r" (?:order|reservation|booking|account|flight|refund|return|exchange|payment|plan|line|bill)s?\b"),
     ("your", r"\b(?:i (?:can )?see|i'm seeing|i'm showing|i show|it looks like|looks like)"

@@ -211,6 +211,12 @@ AGENT_4 = [
     "Before we continue, could you read me the last four digits of the payment card?",
     "Let me know if you have any other questions about your reservation.",
     "I'm showing that the order was delivered on the 5th.",
+    "I want to make this right for you.",
+    "Our team will follow up with you within 48 hours.",
+    "Which card should I put the refund on?",
+    "Your account shows two open orders.",
+    "You'll receive a text once the technician is scheduled.",
+    "For your security, I can't share the full card number.",
 ]
 CUSTOMER_4 = [
     "I understand, thanks for explaining.",
@@ -262,6 +268,13 @@ CUSTOMER_4 = [
     "It's showing that the order was delivered, but I never got it.",
     "I have my email and my zip, let me know which you'd like.",
     "What would you like to have me do next?",
+    "I want you to make this right for me.",
+    "Will your team follow up with me?",
+    "Which card should I use for the payment?",
+    "Where should I send the item back to?",
+    "My account shows two open orders.",
+    "Will I receive a text once it's scheduled?",
+    "For my security, please don't read out the card number.",
 ]
 
 
