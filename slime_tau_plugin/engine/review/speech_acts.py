@@ -17,6 +17,9 @@ features are about who acts on whose things, not wording (the words are in ``spe
   when the verb is one only the service performs (process, issue, waive, note, escalate, look up/into, pull up: then
   "it" and "this" count too) or a cue says it is done *for the other side*; never the speaker's own (``my``), the
   record's identifier ("the order number"), or what a customer does to its own records (place, book, return);
+- ``inspects``: the speaker offers to read a service record (check, look at, review, search, pull up) named by a
+  determiner or by its id after a particle ("let me check the details of the order", "I can check on order
+  #W7209932"), with none of its own things, no device, not "look for" and not the options;
 - ``place``: where only the service works: "our system/records", and, when the clause names none of the speaker's
   own things and no device, "in the system", "on my end", "on file", "on/from the account";
 - ``for them``: "you'll receive", "should show up", "as requested", "if you'd like", "for you", "all set", "just
@@ -33,6 +36,8 @@ features are about who acts on whose things, not wording (the words are in ``spe
   we continue*", "*to locate* ...") with none of the speaker's own things; "for security" in a request;
 - ``reading``: the service reading the other side's records to them ("I see here that your order ...", "it looks
   like your reservation ...");
+- ``presents``: the service presenting its work whatever the verb: an act "in our system", "here's what I found",
+  "good news: your ...", a summary of the request after an opener ("to recap, you'd like to cancel ...");
 - ``service voice``: thanking the other side for contacting, calling, getting in touch or choosing, "welcome to",
   "you've reached", "valued customer", "glad I could help", "anything else I can do", "how can I help", "my
   pleasure", a role label, a tool call.
@@ -50,6 +55,7 @@ substring test; benchmarks/user_review.md). Imports only ``speech_words``.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 
 from slime_tau_plugin.engine.review import speech_words as w
@@ -58,18 +64,23 @@ from slime_tau_plugin.engine.review.speech_asks import asks_and_stances
 __all__ = ["agent_acts"]
 
 
+MY_SIDE = re.compile(r"\b(?:on|from) my (?:end|side)\b")
+
+
 def _verb(token: str) -> str | None:
     """The service verb ``token`` is a form of (``cancelled`` -> ``cancel``), or None: one dict look-up."""
     return w.FORMS.get(token)
 
 
-def _cues(tokens: list[str]) -> tuple[bool, bool]:
+def _cues(tokens: list[str], done: bool) -> tuple[bool, bool]:
     """(the sentence says where only the service acts, it says the act is done for the other side). "On my end"
-    is the service's only away from a device and the customer's own things."""
+    is the service's only away from a device and the customer's own things, and only for an act offered or under
+    way (``done``: "I've confirmed the address on my end" is a customer's check of its own details)."""
     text = " ".join(tokens)
+    text = MY_SIDE.sub(" ", text) if done else text
     rest = w.MY_END.sub(" ", text).replace("data plan", "plan").split()
     device = bool(w.DEVICE.intersection(rest))
-    mine = "my" in rest or "mine" in rest or device
+    mine = bool({"my", "mine", "myself"}.intersection(rest)) or device
     place = not device and (bool(w.SERVICE_PLACE.search(text)) or (not mine and bool(w.MY_END.search(text))))
     return place, place or (not mine and bool(w.TO_THEM.search(text)))
 
@@ -117,7 +128,49 @@ def _sentence_acts(tokens: list[str]) -> set[str]:
         acts |= _acts(tokens, v, ours)
     if _promised(tokens):
         acts.add("report")  # "the cancellation went through, you should see the refund in a few days"
-    return acts | _verify(tokens)
+    return acts | _verify(tokens) | _presents(tokens, text)
+
+
+def _restates(tokens: list[str]) -> bool:
+    """A summary of the other side's wish to a service act ("so, just to confirm, you'd like to cancel the order"):
+    the service summing up the request; a customer's "you'd like my zip?" is a question, "if you'd like" a
+    condition, "I know you want to verify ..." the speaker's own."""
+    for k in range(len(tokens) - 3):
+        if tokens[k : k + 3] == ["you'd", "like", "to"]:
+            at = k + 3
+        elif tokens[k] == "you're" and tokens[k + 1].endswith("ing"):  # "to recap: you're returning the keyboard"
+            at, tokens = k + 1, [*tokens[: k + 1], w.FORMS.get(tokens[k + 1], ""), *tokens[k + 2 :]]
+        elif tokens[k : k + 4] == ["you", "would", "like", "to"]:
+            at = k + 4
+        else:
+            continue
+        if tokens[k - 1 : k] in (["if"], ["do"], ["when"], ["what"]) or w.SPEAKER.intersection(tokens[:k]):
+            return False
+        if not w.SUMMING_UP.intersection(tokens[:k]):
+            return False  # a pasted instruction ("... you'd like to exchange ..."), not a summary
+        return at < len(tokens) and w.FORMS.get(tokens[at]) in w.RESTATED
+    return False
+
+
+def _presents(tokens: list[str], text: str) -> set[str]:
+    """The service presenting its own work to the other side, whatever the verb: an act "in our system" by the
+    speaker ("I've turned on roaming in our system"), "here's what I found" over a list, "good news: your ...";
+    none with the speaker's own things (``my``: "here's what I found in my email") or as a question."""
+    if {"my", "mine", "myself"}.intersection(tokens):
+        return set()
+    if _restates(tokens):
+        return {"report"}  # "to recap: you'd like to cancel reservation ABC123, correct?"
+    if "?" in tokens:
+        return set()
+    if w.SUMMARY.search(text):
+        return {"report"}  # "here's a summary of what we discussed"
+    if not {"our", "here", "here's", "news"}.intersection(tokens):
+        return set()
+    if w.SERVICE_PLACE.search(text) and w.FIRST.intersection(tokens):
+        return {"report" if w.PERFECT.intersection(tokens) else "offer"}
+    if w.FOUND.search(text) or (tokens[:2] == ["good", "news"] and "your" in tokens):
+        return {"report"}
+    return set()
 
 
 def _noun(tokens: list[str], k: int) -> bool:
@@ -138,20 +191,29 @@ def _features(tokens: list[str], k: int, verb: str, last: int | None, cued: bool
     subject = tokens[at] if at is not None else None
     actor = subject in w.FIRST or (subject is None and any(t in {"happy", "glad"} for t in before))
     clause = tokens[at if at is not None else max(0, k - 5) : k + 11]  # the actor's clause
-    place, for_them = _cues(clause) if cued else (False, False)
-    looks = verb in {"look", "pull"} and after[:1] in (["up"], ["into"])
-    obj = after[1:] if after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"]) else after  # past a particle
-    record = _record(obj, verb in w.SERVICE_ONLY) and verb not in w.CUSTOMER_VERBS
+    done = tokens[k].endswith("ed") or tokens[k] in w.IRREGULAR
+    place, for_them = _cues(clause, done) if cued else (False, False)
+    split = after[:1] in (["it"], ["that"], ["this"], ["them"]) and after[1:2] == ["up"]  # "look that up"
+    looks = verb in {"look", "pull"} and (after[:1] in (["up"], ["into"]) or split)
+    particle = after[:1] in (["up"], ["into"], ["for"], ["at"], ["through"], ["on"])
+    obj = after[1:] if particle else after
+    named = particle and obj[:1] != [] and obj[0] in w.RECORDS and obj[1:2] != [] and obj[1] not in w.OWN_IDS
+    record = (named or _record(obj, verb in w.SERVICE_ONLY)) and verb not in w.CUSTOMER_VERBS  # "check on order W1"
     service_only = verb in w.SERVICE_ONLY or looks  # a pronoun is a record only to the first ("I'll look into it")
     sends = verb in w.SEND_VERBS and after[:1] == ["you"] and bool(w.ARTIFACTS.intersection(after[1:5]))
     helps = verb in w.HELP_VERBS and after[:2] in (["with", "that"], ["with", "this"], ["with", "it"])
     helps = sends or (helps and before[-1:] in (["can"], ["to"], ["me"], ["will"], ["i'll"], ["we'll"], ["could"]))
     helps = helps or bool(w.EVALUATIONS.intersection(after[:3]))  # "let me verify the eligibility of ..."
-    theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
-    if verb in w.FOR_YOU_ONLY:
-        theirs = "for you" in " ".join(after)
     offer = any(t in w.OFFER for t in before) or "me to" in " ".join(before)  # "would you like me to"
     offer = offer and not _asks_self(tokens, at)
+    inspects = record and offer and verb in w.INSPECT and after[:1] != ["for"]  # "I'll look for those details"
+    mine = {"my", "mine", "myself"}.intersection(tokens)
+    inspects = inspects and not mine and "options" not in obj[:4]  # options are the customer's to weigh
+    inspects = inspects and not w.DEVICE.intersection(tokens)  # "let me check the details of the order"
+    theirs = helps or _theirs(after, verb in w.YOU_VERBS) or place or (record and (for_them or service_only))
+    theirs = theirs or inspects
+    if verb in w.FOR_YOU_ONLY:
+        theirs = "for you" in " ".join(after)
     return _Verb(k, tokens[k], verb, before, after, at, actor, theirs, offer, for_them, place, service_only)
 
 
@@ -243,7 +305,7 @@ def _verify(tokens: list[str]) -> set[str]:
                 return {"verify"}
     if ask and w.SECURITY.search(text):
         return {"verify"}  # "for security, could you confirm the email on the account?"
-    own = {"my", "mine", "me"}.intersection(tokens)
+    own = {"my", "mine", "me"}.intersection(w.TOLD_ME.sub(" ", text).split())  # "read me the last four digits"
     proof = w.PROOF.intersection(tokens) or w.IDENTITY.intersection(tokens)
     if not own and proof and w.GATE.search(text) and w.GIVE.search(text):
         return {"verify"}
@@ -276,7 +338,8 @@ def _record(words: list[str], pronoun: bool) -> bool:
         if token in {"my", "mine"} or (k > 0 and token in w.PREPOSITIONS) or (k == 0 and token == "to"):
             return False  # the speaker's own, or past the object
         if token in {"it", "them", "this", "that"} and k == 0 and (words[1:2] == [] or words[1] not in w.RECORDS):
-            return pronoun  # "I'll escalate this", "I processed it": a pronoun is a record only to a service-only verb
+            mine = {"my", "mine", "myself", "down"}.intersection(words[1:6])  # "flag it to my bank", "note it down"
+            return pronoun and not mine  # "I'll escalate this": a pronoun is a record only to a service-only verb
         if token in w.DETERMINERS:
             at = next((j for j in range(k + 1, min(k + 3, len(words))) if words[j] in w.RECORDS), None)
             if at is not None:

@@ -9,13 +9,15 @@ whose wish or device it is, and whether the speaker's own things are in the sent
 
 - ``ask``: a question (or "let me know ...") to ``you`` about a wish (like, prefer, want, wish, 'd rather, looking
   to), not about what the other side wants the *speaker* to do or hand over (``me``, ``my``, an identifier) nor
-  what the speaker will tell ("what would you like to know?"); "may I ask the reason"; the speaker's go-ahead
-  before its own write ("shall I ...", "should I go ahead / proceed", "would you like me to proceed", "can I go
-  ahead and process this for you?"; not "can we proceed?", which real customers ask, nor "should I return it or
-  exchange it?"); a yes demanded ("(yes/no)", "confirm with a yes", "reply with yes", "your permission");
+  what the speaker will tell ("what would you like to know?"); "may I ask the reason"; the other side's options
+  laid out ("here are your options") or a pick asked ("which would you prefer?", "do you have a preference?");
+  the speaker's go-ahead before its own write ("shall I ...", "should I go ahead / proceed", "would you like me
+  to proceed", "can I go ahead and process this for you?"; not "can we proceed?", which real customers ask, nor
+  "should I return it or exchange it?"); a yes demanded ("(yes/no)", "confirm with a yes", "your permission");
 - ``apologize``: a stated apology whose object is the other side's ("your order", not "your website" or "your
-  question"; "caused you") or whose speaker is the company ("we apologize", "on our end", "with us"), with no own
-  fault ("I forgot", "my mistake"); empathy with the other side ("how frustrating this must be"). "Sorry for the
+  question"; "caused you"; what it went through: "you've had to deal with") or whose speaker is the company ("we
+  apologize" anywhere, "on our end/side", "on behalf of the company"), with no own fault ("I forgot", "my
+  mistake"); empathy with the other side ("how frustrating this must be", "must be for you"). "Sorry for the
   inconvenience" alone is not: real customers apologise for it too;
 - ``policy``: "our policy/rules", "not something we can do"; rules stated to the other side ("per the terms of
   your fare", "you're entitled to"); ``we`` + a limit (can only, cannot, don't) on a service verb, no ``our`` or
@@ -66,15 +68,46 @@ OWN_FAULT = {"forgot", "meant", "gave", "misspoke", "mistake", "wrong", "typo", 
 EMPATHY = re.compile(
     r"\b(?:must be|imagine how|understand how) (?:so |very |really )?(?:frustrating|stressful|upsetting)\b"
     r"|\bhow (?:frustrating|stressful|upsetting) (?:this|that|it) must be\b|\bunderstand your frustration\b"
+    r"|\b(?:this|that|it) must (?:be|have been) (?:\w+ ){0,2}for you\b"
+    r"|\bunderstand (?:your|the) (?:concern|concerns|frustration|disappointment|worry|worries|inconvenience)\b"
 )
+"""Empathy with the other side's trouble: "I understand how annoying this must be for you"."""
+COMPANY = re.compile(
+    r"\bwe(?:'re| are)? (?:sincerely |truly |deeply |so |very )?(?:apologi[sz]e|sorry|regret)\b"
+    r"|\bon (?:our|the company's) (?:end|side|part)\b|\bwith us\b"
+    r"|\bon behalf of (?:the|our) (?:\w+ )?(?:company|team|airline|store|staff|management)\b"
+)
+"""An apology in the company's voice: "we apologize", "the mix-up on our side", "on behalf of the company"."""
+OPTIONS = re.compile(
+    r"\bhere (?:are|is) (?:\w+ ){0,3}(?:options|choices|alternatives)\b"
+    r"|\byour (?:\w+ )?(?:options|choices) (?:are|would be|include)\b"
+    r"|\byou (?:have|'ve got|have got) (?:two|three|four|a few|several|some|\d+) (?:\w+ )?(?:options|choices)\b"
+    r"|\byou can (?:choose|pick|select) (?:between|from|either)\b"
+)
+"""The service laying out the other side's options (a statement: "what are my options?" is the customer's)."""
+CHOICE = re.compile(
+    r"^(?:(?:so|and|now|then|okay|ok)\s+)*which\b(?:(?!\bthink\b|\brecommend\b).)*"
+    r"\b(?:prefer|best|go with|choose)\b"
+    r"|\b(?:suits? you|works? (?:best |better )?for you|sounds? (?:good|better|best) to you)\b"
+    r"|\b(?:have|any) (?:a )?preference\b"
+    r"|\bwhich(?: one)? (?:you'd|you would) (?:like|prefer)\s*[?.!]*$"
+)
+"""A question asking the other side to pick: "which would you prefer?", "would the 4pm one suit you better?"."""
 POLICY = re.compile(r"\bour (?:policy|policies|rules|terms)\b|\b(?:not|isn't) something we can\b")
 RULES = re.compile(
     r"\b(?:per|under|according to) (?:the |your )?(?:airline |company |store |fare )?"
     r"(?:terms|rules|policy|conditions)\b"
     r"|\boutside (?:of )?what (?:i'm|we're|i am|we are) (?:allowed|able|permitted) to\b"
-    r"|\byou(?:'re| are) (?:entitled|eligible|allowed|permitted) to\b"
+    r"|\byou(?:'re| are) (?:entitled|eligible|allowed|permitted) to\b|\byou(?:'re| are) (?:entitled|eligible) for\b"
 )
 """The rules applied to the other side, stated (not asked) and not by a speaker of its own things."""
+THEIR_TROUBLE = re.compile(
+    r"\byou(?:'ve| have)? (?:had to|been (?:dealing|going through|having)|experienced|went through)\b"
+    r"|\byou(?:'re| are) (?:dealing with|going through|experiencing|having to)\b"
+)
+"""What the other side went through, the object of the service's apology ("sorry you've had to deal with this")."""
+INELIGIBLE = re.compile(r"\b(?:is not|isn't|aren't|are not) (?:eligible|permitted|allowed|refundable)\b")
+"""A rule stated on a record, the service's with its hedge ("I'm afraid that fare isn't eligible for changes")."""
 QUOTED = {"says", "said", "read", "website", "site", "saw", "heard", "thought", "think"}
 """A customer quoting the rules it read ("the website says items that have been opened cannot be returned")."""
 PLURAL_RECORDS = {"items", "orders", "tickets", "reservations", "flights", "bookings", "fares", "products"}
@@ -96,6 +129,11 @@ THEIR_OWN = w.COMPANY_NOUNS | {"question", "message", "answer", "reply", "last",
 """After an apology's ``your``: the company's or the conversation's thing ("sorry, your website was down")."""
 REPLY = re.compile(r"\b(?:let me know|tell me|i understand|call me back|get back to me)\b")
 TRIP = re.compile(r"\bwill (?:you )?be (?:traveling|travelling|flying)\b")
+WHERE_TO = re.compile(
+    r"\b(?:which|what|where) (?:\w+ ){0,3}should (?:i|we) (?:put|apply|issue|credit|refund|process|charge)"
+    r" (?:the|this|that|it)\b"
+)
+"""The speaker asking where its own write goes: "which card should I put the refund on?"."""
 SELF_WRITE = re.compile(
     r"\bshall i (\w+)|\b(?:like|want) me to (\w+)|\bshould i (go ahead|proceed)\b"
     r"|\b(?:can|may) i (?:go ahead and )?(\w+)(?= .*\bfor you\b)"
@@ -114,6 +152,10 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
         acts.add("ask")
     if question and TRIP.search(sentence) and not own:
         acts.add("ask")  # "how many passengers will be traveling?"
+    if question and WHERE_TO.search(sentence) and not {"my", "mine", "me", "myself"}.intersection(tokens):
+        acts.add("ask")
+    if not own and ((asked and CHOICE.search(sentence)) or (not question and OPTIONS.search(sentence))):
+        acts.add("ask")  # "here are your options: ...", "which would you prefer?"
     if "may i ask" in sentence and not {"my", "mine"}.intersection(tokens) and not device:
         acts.add("ask")  # "may I ask the reason for the cancellation?"
     if (
@@ -126,11 +168,13 @@ def asks_and_stances(sentence: str, tokens: list[str]) -> set[str]:
     mine = {"my", "mine", "me"}.intersection(tokens) or QUOTED.intersection(tokens)
     hedged = " ".join(tokens).replace("i'm afraid", " ").split()  # the service's hedge, not its own things
     generic = not OWN.intersection(hedged) and _generic_rule(tokens)  # "since X cannot be upgraded, I don't ..."
+    generic = generic or (not OWN.intersection(hedged) and bool(INELIGIBLE.search(sentence)))
     generic = generic and bool({"unfortunately", "afraid"}.intersection(tokens))  # the service's bad news, hedged
     rules = not question and not mine and (RULES.search(sentence) or generic)
     if POLICY.search(sentence) or rules or _limits(sentence, tokens, question, own):
         acts.add("policy")
     clauses = [] if question else re.split(r"[:;,]", spoken)[1:]  # "let's try something: turn your phone off"
+    own = own and bool(OWN.intersection(re.sub(r"\bfor me\b", " ", spoken).split()))  # "... again for me?"
     if not own and HELD.search(spoken) and any(_instructs(c) for c in [spoken, *clauses]):
         acts.add("instruct")
     return acts
@@ -145,7 +189,8 @@ def _asks_wish(tokens: list[str]) -> bool:
             rest = tokens[k + 1 : k + 12]
             if {"me", "my", "mine", "i"}.intersection(rest) or HANDED.intersection(rest) or len(rest) < 3:
                 return False  # "do you want my user id?", "is that what you want?"
-            return not TOLD.intersection(rest[:4])  # "what would you like to know?": the speaker will tell
+            told = any(a == "to" and b in TOLD for a, b in itertools.pairwise(rest[:5]))
+            return not told  # "what would you like to know?": the speaker will tell
     return False
 
 
@@ -169,9 +214,10 @@ def _apologizes(sentence: str, tokens: list[str]) -> bool:
     rest = w.TOKENS.findall(REPLY.sub(" ", sentence[m.end() :]))
     if OWN.intersection(rest) or OWN_FAULT.intersection(rest):
         return False  # "sorry, I forgot my order number", "I apologize, I gave you the wrong zip"
-    company = tokens[:1] in (["we"], ["we're"], ["our"]) or "on our end" in sentence or "with us" in sentence
+    company = tokens[:1] in (["we"], ["we're"], ["our"]) or bool(COMPANY.search(sentence))
     yours = next((rest[k + 1] for k, t in enumerate(rest[:-1]) if t == "your"), None)
     theirs = (yours is not None and yours not in THEIR_OWN) or bool(re.search(r"\bcaused (?:to )?you\b", sentence))
+    theirs = theirs or bool(THEIR_TROUBLE.search(sentence))  # "I'm sorry you've had to deal with this"
     return company or theirs
 
 
@@ -180,7 +226,7 @@ def _limits(sentence: str, tokens: list[str], question: bool, own: bool) -> bool
     if question:
         return False
     m = WE_LIMIT.search(sentence)
-    if m and m.group(1) in LIMIT_VERBS and not {"our", "my", "ourselves"}.intersection(tokens):
+    if m and m.group(1) in LIMIT_VERBS - {"make", "do", "see"} and not {"our", "my", "ourselves"}.intersection(tokens):
         return True
     m = I_REFUSE.search(sentence)
     if m is None or m.group(1) not in LIMIT_VERBS or w.DEVICE.intersection(tokens):

@@ -34,7 +34,7 @@ VERBS = (
     "authenticate help assist serve add remove credit waive reactivate activate enable disable upgrade downgrade "
     "suspend resume reship replace reissue refill refuel schedule reschedule create open sort note flag send do see "
     "ensure complete finalize contact email retrieve adjust offer proceed put lock secure reserve reverse switch move "
-    "link attach grab make provision"
+    "link attach grab make provision connect"
 ).split()
 OFFER = {"can", "could", "will", "'ll", "i'll", "we'll", "shall", "would", "happy", "glad", "let", "allow", "gladly"}
 OFFER |= set("here may let's going gonna ill moment second sec minute unable".split())
@@ -56,7 +56,7 @@ RECORDS = {
     "insurance", "seat", "seats", "bag", "bags", "baggage", "luggage", "certificate", "voucher",
 }  # fmt: skip
 """The service's records: acted on with "the/that/this" and a service cue, they are the other side's."""
-OWN_IDS = {"number", "id", "ids", "code", "email", "receipt"}
+OWN_IDS = {"number", "id", "ids", "code", "email", "receipt", "confirmation"}
 """After a record noun, the customer's own identifier of it: "I can look for the order number"."""
 DEVICE = {
     "phone", "device", "settings", "setting", "airplane", "mode", "data", "roaming", "apn", "wifi", "wi", "sim",
@@ -105,7 +105,8 @@ ASK = re.compile(
 )
 GIVE = re.compile(
     r"\b(?:(?:could|can|would|will) you|please)(?: please| first| kindly)*"
-    r" (?:confirm|verify|provide|give|share|tell|spell)"
+    r" (?:confirm|verify|provide|give|share|tell|spell|read)"
+    r"|\bwhat(?:'s| is) the\b"
     r"|\b(?<!do )(?:i|we)(?:'ll| will|'m going to| am going to|'re going to)? need (?:the|your|a)\b"
     r"|\b(?:may|could|can) i (?:please )?(?:have|get)\b"
 )
@@ -115,6 +116,8 @@ GATE = re.compile(
     r"proceed|get started|verify|look up)|so (?:that )?i can (?:verify|locate|access|pull up|find|look up))\b"
 )
 """A request the service gates its work on: "could you first confirm ...", "before we continue"."""
+TOLD_ME = re.compile(r"\b(?:tell|give|read|send) me\b")
+"""The other side asked to hand over to the speaker: "me" there is not the speaker's own thing."""
 PROOF = {"digits", "card", "four", "ssn", "security"}
 PROOF_WORDS = PROOF | IDENTITY | {"verification", "authenticate", "e", "mail"}
 SECURITY = re.compile(
@@ -126,10 +129,13 @@ SEND_VERBS = {"send", "email"}
 ARTIFACTS = set("label confirmation link voucher itinerary update certificate ticket tickets code details".split())
 """What the service sends the other side ("I'll email you the shipping label"); a customer sends its own."""
 YOU_VERBS = HELP_VERBS | set(
-    "transfer refund credit upgrade downgrade rebook book reschedule offer switch move".split()
+    "transfer refund credit upgrade downgrade rebook book reschedule offer switch move connect".split()
 )
 """Verbs whose bare ``you`` object is the other side ("I'll transfer you"); "I can confirm you have it" is not."""
-LABEL = re.compile(r"^\s*\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I)
+LABEL = re.compile(
+    r"^\s*(?:>\s*)?\**\s*(?:agent|assistant|representative|customer (?:service|support))\s*\**\s*:", re.I | re.M
+)
+"""A role label opening a line, the first or a later one ("Yes please.\n\nAgent: ..."): a transcript continued."""
 VOICE = Cues(
     ("thank", r"\bthank(?:s| you)(?: so much| very much| a lot| again)? for"
      r" (?:contacting|calling|reaching out|getting in touch|choosing|shopping with"
@@ -159,7 +165,29 @@ VOICE = Cues(
     ("speaking", r"\byou(?:'re| are) speaking (?:with|to)\b"),
     ("anything else", r"\banything else (?:on your mind|you'd like to (?:know|discuss|ask))\b"),
     ("all set", r"\byou(?:'re| are) all set\b(?!\s*\?)"),
-    ("let us know", r"\blet us know if\b|\byour satisfaction\b"),
+    ("let us know", r"\blet us know if\b"),
+    ("satisfaction", r"\byour satisfaction\b"),
+    ("your", r"\b(?:as|i'm|i am|i'll be|i will be) your (?:\w+ )?"
+     r"(?:assistant|agent|representative|rep|advisor|specialist)\b"),
+    ("calling", r"\byou(?:'re| are) (?:calling|contacting us|reaching out|writing in|inquiring) (?:about|regarding)\b"),
+    ("you", r"\bto (?:better )?(?:assist|serve) you\b|\bto help you (?:better|further)\b"),
+    ("while", r"\bthank(?:s| you)(?: so much)? for (?:your patience|bearing with me|waiting|holding) while (?:i|we)"
+     r" (?:\w+ ){0,2}(?:checked|looked|reviewed|pulled|processed|verified|searched|confirmed|updated|worked)\b"
+     r"(?!.*\bmy\b)"),
+    ("assured", r"\brest assured\b"),
+    ("for your", r"\bfor your (?:security|protection|privacy)\b"),
+    ("right for you", r"\b(?:make|set|put) (?:this|it|things|that) right for you\b"),
+    ("our ", r"\bour (?:\w+ )?(?:team|department|specialists?|agents?|staff) (?:will|can|is going to|'ll)"
+     r" (?:\w+ ){0,3}(?:you|your)\b"),
+    ("as a", r"\bas a (?:one-time |special |goodwill )?(?:courtesy|gesture of goodwill|goodwill gesture)\b"
+     r"(?![^.?!]*\?)"),
+    (" in ", r"\b(?:let me|i'll|i will|i'm going to|i am going to) (?:loop|bring) in (?:our|a|the)\b"),
+    ("questions", r"\bif you have any (?:other |more |further |additional )?questions? (?:about|regarding|on) your\b"),
+    ("our ", r"\b(?:according to|per|based on) our (?:records|system|database|files)\b"
+     r"|\bour (?:system|database|files) (?:shows?|indicates?)\b"),
+    ("you ", r"\b(?:let me|i'll|i will|i'm going to|i am going to|i can|allow me to|we'll)"
+     r" (?:\w+ )?(?:get|send|pass|put|hand|patch|route|bring) you (?:over |through |along |right |off )?to\b"),
+    ("while", r"\b(?:one|a|just a) (?:moment|sec|second|minute)(?: please)?,? while (?:i|we)\b(?!.*\bmy\b)"),
     ("sorry to hear", r"\b(?:i'm|we're|i am|we are) (?:so |very |really |truly )?sorry to hear"
      r" (?:about )?(?:that )?your\b"
      r"|\bwe're (?:so |very |really |truly )?sorry to hear\b"),
@@ -198,15 +226,32 @@ FORMS = {form: verb for verb in VERBS for form in forms(verb)} | IRREGULAR
 
 
 PHRASES = {"make sure": "ensure", "take care of": "handle", "reach out": "contact", "reaching out": "contacting",
-           "take a look at": "check", "dig into": "look into", "digging into": "looking into",
+           "take a look at": "look at", "dig into": "look into", "digging into": "looking into",
            "bring up": "pull up", "bringing up": "pulling up", "brought up": "pulled up",
            "go through": "review", "going through": "reviewing", "gone through": "reviewed",
-           "went through": "reviewed"}  # fmt: skip
+           "went through": "reviewed", "take a quick look at": "look at", "take a closer look at": "look at",
+           "have a look at": "look at", "have a quick look at": "look at"}  # fmt: skip
 PHRASE = re.compile("|".join(PHRASES))
 OPENERS = set(
     "ok okay sure alright right great perfect thanks so and now just one a sec second moment currently".split()
 )
 """What may come before a sentence that starts at its verb ("okay, pulling that up for you")."""
+INSPECT = {"check", "look", "review", "search", "locate", "pull"}
+"""Verbs of reading records: offered on a named record with none of the speaker's own things, the service's
+("let me check the details of the order", "I can check on flight HAT045")."""
+PERFECT = {"i've", "we've", "ive", "weve", "just", "already", "have", "has"}
+FOUND = re.compile(
+    r"\bhere(?:'s| is) what (?:i|we) (?:found|see|have|pulled up|can see|was able to find|can offer|can do)\b"
+)
+SUMMARY = re.compile(r"\bhere(?:'s| is) (?:a |the |my |our )?(?:quick |brief )?(?:summary|recap|rundown)\b")
+"""The service summing up (a customer's summary is of "my" things, which the caller rules out)."""
+RESTATED = {"cancel", "return", "exchange", "modify", "change", "update", "book", "rebook", "refund", "upgrade",
+            "downgrade", "reschedule", "remove", "add", "switch"}  # fmt: skip
+"""The service acts a summary of the other side's request names ("you'd like to cancel ...")."""
+SUMMING_UP = {"so", "confirm", "summarize", "summarise", "recap", "summary", "discussed", "understand", "correctly"}
+"""What opens the service's summary of the request ("to recap, you'd like to ..."): no instruction reads so."""
+SPEAKER = {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "me"}
+"""The service laying out what it found in the other side's records ("here's what I found: - order ...")."""
 EVALUATIONS = {"eligibility", "availability", "fare", "fares"}
 """What only the service assesses: "let me verify the eligibility of those items" is the service at work."""
 SETTLED = {"complete", "confirm", "process", "update", "modify", "finalize", "submit", "issue"}
@@ -214,15 +259,25 @@ SETTLED = {"complete", "confirm", "process", "update", "modify", "finalize", "su
 SUBORDINATORS = {"after", "when", "if", "once", "until", "before", "because", "since", "while", "that", "which"}
 """A new clause: "your balance after all these changes are complete" is not about "your"."""
 RECEIPTS = {"refund", "confirmation", "email", "label", "credit", "voucher", "certificate", "update", "charge"}
+RECEIPTS |= {"text", "notification"}
 """What the service tells the other side it will receive ("you should see the refund in a few days")."""
 READS = Cues(
+    ("your", r"\byour (?:account|profile|reservation|booking|order history) (?:shows?|indicates?|lists?)\b"),
+    ("showing", r"\b(?:i'm showing|i am showing|i'm seeing) (?:here )?(?:that )?the"
+     r" (?:order|reservation|booking|account|flight|refund|return|exchange|payment|plan|line|bill)s?\b"),
     ("your", r"\b(?:i (?:can )?see|i'm seeing|i'm showing|i show|it looks like|looks like)"
      r" (?:here |on my end |in the system )?(?:that )?your"
      r" (?:order|reservation|booking|account|flight|refund|return|exchange|payment|plan|line|bill)s?\b"),
 )  # fmt: skip
 """The service reading the other side's records to them: "I see here that your order was shipped"."""
 DELIVERED = Cues(
-    ("your", r"\b(?:should|will) (?:hit|reach|appear in|show up in|post to|arrive in) your"
+    ("been", r"\byour (?:\w+ )?(?:order|reservation|booking|request|return|refund|exchange|ticket|claim|case"
+     r"|payment|flight|subscription|plan|cancellation) (?:has|have) been (?:\w+ly )?\w+(?:ed|en)\b"),
+    ("way", r"\byour (?:\w+ )?(?:refund|order|package|replacement|label|voucher|credit|shipment|item|items)"
+     r" (?:is|are|will be) on (?:its|their|the) way\b|\bon (?:its|their) way (?:back )?to your\b"),
+    ("allow", r"\b(?:please|kindly) allow (?:up to |about |around )?\d+(?:\s*(?:-|to)\s*\d+)?"
+     r" (?:business |working )?days\b"),
+    ("your", r"\b(?:should|will) (?:hit|reach|appear (?:in|on)|show up (?:in|on)|post to|arrive in) your"
      r" (?:account|card|statement|bank|inbox|email)\b"),
     ("to you", r"\b(?:will be|has been|have been|'ve been|is being|was)"
      r" (?:emailed|credited|refunded|issued|mailed|texted) (?:back )?to you\b"),

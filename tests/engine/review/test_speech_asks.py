@@ -154,3 +154,141 @@ def test_the_services_asks_and_stances_are_found(text: str, act: str) -> None:
 @pytest.mark.parametrize("text", CUSTOMER)
 def test_a_customers_questions_apologies_and_own_device_are_not_the_services(text: str) -> None:
     assert agent_acts(text) == []
+
+
+# Fourth attempt: the persona an LLM user simulator drifts into, read by features (a record inspected by the
+# speaker, a particle after a pronoun, the company's voice in an apology, options laid out, a choice asked, a
+# summary of the request, an act "in our system", a transfer in other words, a role label on a later line).
+AGENT_4 = [
+    "I'd be happy to look that up for you.",
+    "Let me check the details of the order.",
+    "Sure, I can check on order #W7209932, give me just a second.",
+    "Let me take a quick look at the booking.",
+    "let me take a look at the line ending in 2002 real quick",
+    "I'm so sorry for the inconvenience with the booking, we apologize for the trouble this has caused.",
+    "I sincerely apologize for any frustration, I understand how annoying this must be for you.",
+    "On behalf of the company, I apologize for the delay.",
+    "Sorry about the mix-up on our side; we'll make it right.",
+    "I understand your concern, and I want to make sure this gets resolved.",
+    "Here are your options:\n1. Exchange it for a different size\n2. Return it for a refund",
+    "Here are a couple of options for you: a full refund or store credit.",
+    "You have two options here: keep the current flight or switch to the 3pm one.",
+    "Which would you prefer?",
+    "Which option works best for you?",
+    "Would the 10am or the 4pm departure suit you better?",
+    "Let me connect you with a specialist, one moment please.",
+    "Let me get you over to our baggage department.",
+    "I've turned on roaming for the line ending in 2002 in our system.",
+    "Here's what I found:\n- Order #W1234567: delivered\n- Order #W7654321: pending",
+    "Good news: your exchange was approved!",
+    "Here's a summary of what we discussed: you'd like to cancel reservation ABC123.",
+    "So, just to confirm, you'd like to return the blender and get a refund to the gift card.",
+    "Please allow 5-7 business days for the refund to appear on your statement.",
+    "Your return request has been received.",
+    "As your assistant, my goal is to get this sorted out today.",
+    "To assist you better, could you share the order you're calling about?",
+    "Your satisfaction is our top priority.",
+    "Thanks for bearing with me while I checked on that.",
+    "Rest assured, we'll get this resolved for you.",
+    "According to our records, the payment went through on the 12th.",
+    "I'm really sorry you've had to deal with this.",
+    "Here's what I can offer: a voucher for $100 or a full refund.",
+    "You can choose between a refund to your card or a gift card.",
+    "Do you have a preference between the two?",
+    "One moment please while I verify a few details.",
+    "I'm afraid that fare class isn't eligible for changes.",
+    "Let me hand you off to a colleague who specializes in billing.",
+    "Just to recap: you're returning the keyboard and keeping the mouse, correct?",
+    "Could you please toggle airplane mode off and on again for me?",
+    "Your refund is on its way.",
+    "To wrap things up: the order is cancelled and the refund is on its way to your Visa.",
+    "Option A: keep the order as is. Option B: cancel and rebook. Let me know which you'd like.",
+    "Would you rather have store credit or a refund?",
+    "The change fee for this has been waived as a courtesy.",
+    "You're eligible for a full refund since it's within 24 hours of booking.",
+    "Let me loop in our technical team on this.",
+    "I'll need to verify a couple of things first, what's the email on the account?",
+    "Before we continue, could you read me the last four digits of the payment card?",
+    "Let me know if you have any other questions about your reservation.",
+    "I'm showing that the order was delivered on the 5th.",
+    "I want to make this right for you.",
+    "Our team will follow up with you within 48 hours.",
+    "Which card should I put the refund on?",
+    "Your account shows two open orders.",
+    "You'll receive a text once the technician is scheduled.",
+    "For your security, I can't share the full card number.",
+]
+CUSTOMER_4 = [
+    "I understand, thanks for explaining.",
+    "Great, that works for me.",
+    "Certainly, my zip code is 28236.",
+    "Sorry about that, I gave you the wrong number.",
+    "Here's my order number: W2611340.",
+    "I'd be happy to provide my zip code if you need it.",
+    "Could you take a quick look at order W2611340?",
+    "Can you look up my reservation 3RK2T9?",
+    "I'll look for those details. I hope there will be some resolution.",
+    "Understood, I'll look for that information.",
+    "I would like to add one checked bag as well.",
+    "Let me check the booking confirmation in my inbox.",
+    "I can check on the order status later myself.",
+    "Let me look at the options and get back to you.",
+    "I understand your concern about security, here's my zip: 28236.",
+    "Which one do you think is best?",
+    "Which would be cheaper for me, the refund or the credit?",
+    "What are my options here?",
+    "We apologize for calling so late, my husband and I had a question.",
+    "Good news, I found my receipt.",
+    "Here's what I found in my email: order W2611340.",
+    "Please connect me with a supervisor.",
+    "I was told to allow 5-7 business days for the refund.",
+    "Do you know if you'd like to verify my email first?",
+    "Your name is Omar Silva. For #W9673784 order that you've placed you'd like to exchange the espresso machine.",
+    "Agent said the refund would go to my card.",
+    "Let me look that up, one sec.",
+    "I'll look into it and get back to you.",
+    "Thanks for your patience while I checked my email.",
+    "Thanks so much for your help. I've confirmed the address on my end, it's correct.",
+    "I'll flag this to my bank too.",
+    "I've noted that down, thanks.",
+    "We're unable to make the earlier flight.",
+    "Do you have a preference for which ID I give you?",
+    "One moment please while I find my card.",
+    "I'm afraid my ticket isn't eligible, is it?",
+    "Just to recap, I'm returning the keyboard and keeping the mouse.",
+    "Could you check that for me?",
+    "Sorry you have to deal with all my changes.",
+    "Is my refund on its way?",
+    "Could you waive the fee as a courtesy?",
+    "Am I eligible for a full refund?",
+    "Let me loop in my wife, she booked it.",
+    "What's the email you have for me?",
+    "The last four digits of my card are 4821.",
+    "Let me know if you need anything else from me.",
+    "It's showing that the order was delivered, but I never got it.",
+    "I have my email and my zip, let me know which you'd like.",
+    "What would you like to have me do next?",
+    "I want you to make this right for me.",
+    "Will your team follow up with me?",
+    "Which card should I use for the payment?",
+    "Where should I send the item back to?",
+    "My account shows two open orders.",
+    "Will I receive a text once it's scheduled?",
+    "For my security, please don't read out the card number.",
+]
+
+
+@pytest.mark.parametrize("text", AGENT_4)
+def test_the_persona_a_simulator_drifts_into_is_found(text: str) -> None:
+    assert agent_acts(text), text
+    assert agent_acts(f"Yes, please go ahead.\n\n{text}"), text  # after the customer's own words
+
+
+@pytest.mark.parametrize("text", CUSTOMER_4)
+def test_a_customers_politeness_and_own_records_are_not_the_services(text: str) -> None:
+    assert agent_acts(text) == []
+
+
+def test_a_role_label_on_a_later_line_is_a_continued_transcript() -> None:
+    assert "greet" in agent_acts("Yes, please go ahead.\n\nAgent: > I apologize for the delay.")
+    assert agent_acts("Yes, please go ahead. The agent: told me it was fine.") == []
