@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-import threading
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -26,44 +24,21 @@ from slime_tau_plugin.tools.cli.commands.serve_user import FAULT_SET_CHOICES
 from slime_tau_plugin.tools.servers.chat_user_server import FAULT_SETS
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
 from slime_tau_plugin.tools.servers.freeform_grounding import context_of
+from tests.tools.servers.serve_user_process import CLI
+from tests.tools.servers.serve_user_process import serve_user as serve_process
 
 pytest.importorskip("tau2")
 from tau2.utils.utils import DATA_DIR  # noqa: E402
 
-URL = re.compile(r"serving the scripted user simulator at (http://\S+)/v1")
 DOMAINS = Path(DATA_DIR) / "tau2" / "domains"
-GREETING = {"role": "user", "content": "Hi! How can I help you today?"}
-CLI = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve-user"]
 
 
 def serve_user(*args: str, seed: str = "11") -> Iterator[str]:
-    env = {**__import__("os").environ, "TAU_FAULTS_SEED": seed}
-    proc = subprocess.Popen(
-        [*CLI, "--port", "0", "--max-replies", "2", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    lines: list[str] = []
-    found = threading.Event()
+    """serve-user in its own process with this module's default seed."""
+    return serve_process(*args, seed=seed)
 
-    def drain() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if URL.search(line):
-                found.set()
-        found.set()
 
-    threading.Thread(target=drain, daemon=True).start()
-    found.wait(300)  # a hang guard on a loaded box, not a time bound
-    url = next((m.group(1) for m in map(URL.search, lines) if m), None)
-    try:
-        assert url, "".join(lines)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
+GREETING = {"role": "user", "content": "Hi! How can I help you today?"}
 
 
 SPEC = "invented_id:0.45,as_agent:0.5,early_stop:1"

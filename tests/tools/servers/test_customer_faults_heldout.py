@@ -13,11 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import subprocess
-import sys
-import threading
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -31,37 +26,17 @@ from slime_tau_plugin.tools.servers.chat_user_server import ChatUserServer
 from slime_tau_plugin.tools.servers.customer_values import SHAPES, absent
 from tests.adapters.slime.test_generate_e2e import SAMPLING, make_samples
 from tests.slime_args import slime_args
+from tests.tools.servers.serve_user_process import serve_user as serve_process
 
 pytest.importorskip("tau2")
 from tau2.utils.utils import DATA_DIR  # noqa: E402
 
-URL = re.compile(r"serving the scripted user simulator at (http://\S+)/v1")
 DOMAINS = Path(DATA_DIR) / "tau2" / "domains"
 
 
-def serve_user(*args: str) -> Iterator[str]:
-    cmd = [sys.executable, "-m", "slime_tau_plugin.tools.cli", "serve-user", "--port", "0", "--max-replies", "2"]
-    env = {**os.environ, "TAU_FAULTS_SEED": "7"}  # unseeded, 1 run in ~20 drew no stop (0.93 ** 42 later turns)
-    proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    lines: list[str] = []
-    found = threading.Event()
-
-    def drain() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if URL.search(line):
-                found.set()
-        found.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    found.wait(300)  # a hang guard on a loaded box, not a time bound
-    url = next((m.group(1) for m in map(URL.search, lines) if m), None)
-    try:
-        assert url, "".join(lines)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
+def serve_user(*args: str, seed: str = "7") -> Iterator[str]:
+    """serve-user in its own process with this module's default seed."""
+    return serve_process(*args, seed=seed)
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ with ``###`` and a telecom device report are never touched; the same conversatio
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +18,8 @@ import pytest
 from slime_tau_plugin.tools.faults.spec import FaultInjector, FaultSpec
 from slime_tau_plugin.tools.servers.chat_user_server import CONTINUE, ChatUserServer
 from slime_tau_plugin.tools.servers.fake_models import ASK_USER
-from tests.tools.cli.test_cli_rollout import CLI, assert_one_line_error, free_port, slime_tau
+from tests.tools.cli.test_cli_rollout import assert_one_line_error, free_port, slime_tau
+from tests.tools.servers.serve_user_process import serve_user
 
 SPEC = "invented_id:1.0,as_agent:1.0,early_stop:1.0"  # only as_agent plays in this set
 SCENARIOS = {
@@ -46,23 +44,7 @@ def system(domain: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    port = free_port()
-    cmd = [*CLI, "serve-user", "--port", str(port), "--max-replies", "2", "--faults", SPEC, "--faults-set", "slips"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ,
-                            "TAU_FAULTS_SEED": "11"})  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(base + "/v1/models", timeout=1)
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    yield from serve_user("--faults", SPEC, "--faults-set", "slips", seed="11")
 
 
 def say(base: str, messages: list[dict[str, Any]], tools: list | None = None) -> dict[str, Any]:
